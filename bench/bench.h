@@ -1,0 +1,76 @@
+/*
+ * The benchmark binary's shared machinery. Each operator family contributes a table of
+ * cases (bench/<family>.c, listed in bench/families.def); a case sets up its inputs,
+ * optionally checks the kernel against the CPU reference (--check), times the shipped
+ * kernel through the public API with bench_time, and reports one JSON line with
+ * bench_report. Without a GPU, a case runs its CPU reference on a small model-shaped
+ * input instead, checks it, and reports with bench_report_cpu.
+ */
+#ifndef DSV4_BENCH_H
+#define DSV4_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dsv4/dsv4.h"
+
+typedef struct bench_ctx {
+    int have_gpu;
+    dsv4_device_info_t dev;
+    void *stream;            /* cudaStream_t created for the run                      */
+    double copy_gbps;        /* device copy bandwidth, bytes read + written per second */
+    double mma_tflops;       /* mma.sync bf16 throughput                              */
+    double empty_us;         /* event-timed empty kernel                              */
+    int check;               /* --check: verify each case before timing               */
+    int reps;                /* timed repetitions per case                            */
+    int quick;               /* --quick: fewer repetitions, smaller ceiling runs       */
+    FILE *json;              /* --json FILE (NULL: none)                              */
+    const char *commit;      /* --commit (git hash), "unknown" otherwise               */
+    const char *argv0;
+    void *flush;             /* device buffer written before each rep to evict L2      */
+    size_t flush_bytes;
+    int failures;            /* cases whose check failed                              */
+} bench_ctx_t;
+
+typedef struct {
+    double median_us, p10_us, p90_us;
+    int reps;
+} bench_timing_t;
+
+/* Enqueue one run of the operator on ctx->stream; return its status. */
+typedef dsv4_status_t (*bench_launch_fn)(bench_ctx_t *ctx, void *state);
+
+/* Warm up, then time ctx->reps runs, each after an L2 flush, with CUDA events. */
+dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out);
+/* Host timing of a CPU function (the no-GPU path), median of `reps`. */
+void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
+
+/* Which ceiling a case is measured against. */
+typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH } bench_ceiling_t;
+
+/* One JSON line plus one table row. `check` is "pass", "fail" or "skipped". */
+void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config,
+                  const bench_timing_t *tm, double bytes, double flops, bench_ceiling_t ceiling, const char *check);
+void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const bench_timing_t *tm,
+                      const char *check);
+
+/* A case: returns 0 on success (check passed or not requested), nonzero on failure. */
+typedef struct {
+    const char *op;
+    const char *name;
+    int (*run)(bench_ctx_t *ctx, const char *op, const char *name);
+} bench_case_t;
+
+/* Device helpers for cases: allocation that reports failure instead of exiting. */
+void *bench_dev_alloc(size_t bytes);
+void bench_dev_free(void *p);
+int bench_upload(void *dst, const void *src, size_t bytes);
+int bench_download(void *dst, const void *src, size_t bytes);
+
+#define BENCH_FAMILY(name)                           \
+    extern const bench_case_t bench_##name##_cases[]; \
+    extern const int bench_##name##_count;
+#include "families.def"
+#undef BENCH_FAMILY
+
+#endif /* DSV4_BENCH_H */

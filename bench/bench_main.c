@@ -1,0 +1,124 @@
+/*
+ * dsv4_bench: the benchmark and verification suite.
+ *
+ *   dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH]
+ *              [--reps N] [--quick]
+ *
+ * With a GPU: measures the ceilings (copy bandwidth, mma.sync bf16 throughput, empty
+ * launch), then runs every selected case: optional check against the CPU reference,
+ * timing, one JSON line per case. Without a GPU: says so, and runs each family's CPU
+ * reference on small model-shaped cases with their checks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+typedef struct {
+    const char *name;
+    const bench_case_t *cases;
+    const int *count;
+} family_t;
+
+static const family_t families[] = {
+#define BENCH_FAMILY(name) {#name, bench_##name##_cases, &bench_##name##_count},
+#include "families.def"
+#undef BENCH_FAMILY
+    {NULL, NULL, NULL}};
+
+/* The families the library is planned to have; those not registered yet say so. */
+static const char *planned[] = {"kvcache", "indices", "attention", "mhc"};
+
+int bench_measure_ceilings(bench_ctx_t *ctx);
+
+static const family_t *find_family(const char *name) {
+    for (const family_t *f = families; f->name; ++f)
+        if (!strcmp(f->name, name)) return f;
+    return NULL;
+}
+
+static void usage(void) {
+    printf("usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
+           "[--reps N] [--quick]\n");
+}
+
+int main(int argc, char **argv) {
+    bench_ctx_t ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.reps = 30;
+    ctx.commit = "unknown";
+    ctx.argv0 = argv[0];
+    const char *op_filter = NULL, *case_filter = NULL, *json_path = NULL;
+    int list = 0;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--list")) list = 1;
+        else if (!strcmp(a, "--check")) ctx.check = 1;
+        else if (!strcmp(a, "--quick")) ctx.quick = 1;
+        else if (!strcmp(a, "--op") && v) op_filter = argv[++i];
+        else if (!strcmp(a, "--case") && v) case_filter = argv[++i];
+        else if (!strcmp(a, "--json") && v) json_path = argv[++i];
+        else if (!strcmp(a, "--commit") && v) ctx.commit = argv[++i];
+        else if (!strcmp(a, "--reps") && v) ctx.reps = atoi(argv[++i]);
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (ctx.reps < 3) ctx.reps = 3;
+    if (ctx.quick && ctx.reps > 10) ctx.reps = 10;
+
+    if (list) {
+        for (const family_t *f = families; f->name; ++f)
+            for (int i = 0; i < *f->count; ++i) printf("%-22s %s\n", f->cases[i].op, f->cases[i].name);
+        return 0;
+    }
+
+    int ngpu = 0;
+    dsv4_device_count(&ngpu);
+    ctx.have_gpu = ngpu > 0 && dsv4_device_query(0, &ctx.dev) == DSV4_STATUS_SUCCESS && ctx.dev.supported;
+    printf("libdsv4 %s, commit %s\n", dsv4_version_string(), ctx.commit);
+    if (json_path) {
+        ctx.json = fopen(json_path, "w");
+        if (!ctx.json) {
+            printf("cannot open %s for writing\n", json_path);
+            return 2;
+        }
+    }
+    if (ctx.have_gpu) {
+        printf("device: %s (sm_%d, %d SMs, L2 %.0f MB)\n", ctx.dev.name, ctx.dev.arch, ctx.dev.sm_count,
+               ctx.dev.l2_bytes / 1e6);
+        if (bench_measure_ceilings(&ctx)) return 1;
+    } else {
+        printf("NO GPU FOUND: no CUDA device with compute capability >= 8.0 is visible.\n"
+               "Running the CPU references on small model-shaped cases, with their checks; no GPU timings.\n");
+    }
+
+    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", "case", "median_us", "p10_us", "p90_us",
+           "throughput", "%ceil", "check");
+    int ran = 0;
+    for (size_t p = 0; p < sizeof planned / sizeof planned[0]; ++p) {
+        const family_t *f = find_family(planned[p]);
+        if (!f) {
+            if (!op_filter) printf("%-16s not implemented yet\n", planned[p]);
+            continue;
+        }
+        for (int i = 0; i < *f->count; ++i) {
+            const bench_case_t *c = &f->cases[i];
+            if (op_filter && strcmp(op_filter, c->op) && strcmp(op_filter, f->name)) continue;
+            if (case_filter && !strstr(c->name, case_filter)) continue;
+            if (c->run(&ctx, c->op, c->name)) ctx.failures++;
+            ++ran;
+        }
+    }
+    if (ctx.json) fclose(ctx.json);
+    if (ctx.flush) bench_dev_free(ctx.flush);
+    if (ctx.stream) cudaStreamDestroy((cudaStream_t)ctx.stream);
+    printf("\n%d case(s) run, %d failed%s\n", ran, ctx.failures, ctx.have_gpu ? "" : " (CPU references only: no GPU)");
+    return ctx.failures ? 1 : 0;
+}

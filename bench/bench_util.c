@@ -1,0 +1,216 @@
+/* Timing, ceilings and reporting for dsv4_bench. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void summarize(double *us, int n, bench_timing_t *out) {
+    qsort(us, (size_t)n, sizeof *us, cmp_double);
+    out->reps = n;
+    out->median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+    out->p10_us = us[(n - 1) / 10];
+    out->p90_us = us[(n - 1) - (n - 1) / 10];
+}
+
+void *bench_dev_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        printf("bench: cudaMalloc(%zu) failed\n", bytes);
+        return NULL;
+    }
+    return p;
+}
+void bench_dev_free(void *p) { cudaFree(p); }
+int bench_upload(void *dst, const void *src, size_t bytes) {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+int bench_download(void *dst, const void *src, size_t bytes) {
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    for (int i = 0; i < 3; ++i) {
+        dsv4_status_t st = fn(ctx, state);
+        if (st != DSV4_STATUS_SUCCESS) return st;
+    }
+    int n = ctx->reps;
+    cudaEvent_t *ev = malloc(2 * (size_t)n * sizeof *ev);
+    double *us = malloc((size_t)n * sizeof *us);
+    for (int i = 0; i < 2 * n; ++i) cudaEventCreate(&ev[i]);
+    dsv4_status_t st = DSV4_STATUS_SUCCESS;
+    for (int i = 0; i < n && st == DSV4_STATUS_SUCCESS; ++i) {
+        /* Evict the operator's inputs from L2 so every rep reads them from memory. */
+        if (ctx->flush) cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
+        cudaEventRecord(ev[2 * i], s);
+        st = fn(ctx, state);
+        cudaEventRecord(ev[2 * i + 1], s);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess) st = DSV4_STATUS_CUDA_ERROR;
+    for (int i = 0; i < n && st == DSV4_STATUS_SUCCESS; ++i) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+        us[i] = 1e3 * ms;
+    }
+    if (st == DSV4_STATUS_SUCCESS) summarize(us, n, out);
+    for (int i = 0; i < 2 * n; ++i) cudaEventDestroy(ev[i]);
+    free(ev);
+    free(us);
+    return st;
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+
+void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out) {
+    double *us = malloc((size_t)reps * sizeof *us);
+    fn(state);
+    for (int i = 0; i < reps; ++i) {
+        double t0 = now_us();
+        fn(state);
+        us[i] = now_us() - t0;
+    }
+    summarize(us, reps, out);
+    free(us);
+}
+
+/* Device copy bandwidth (cudaMemcpyAsync device to device, bytes read + written), the
+ * mma.sync bf16 throughput probe, and the event-timed empty kernel. */
+int bench_measure_ceilings(bench_ctx_t *ctx) {
+    cudaStream_t s;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 1;
+    ctx->stream = s;
+    ctx->flush_bytes = (size_t)(ctx->dev.l2_bytes > 0 ? 4 * ctx->dev.l2_bytes : (256 << 20));
+    ctx->flush = bench_dev_alloc(ctx->flush_bytes);
+    if (!ctx->flush) return 1;
+
+    int reps = ctx->reps;
+    bench_timing_t tm;
+    size_t copy_bytes = ctx->quick ? (256u << 20) : (1024u << 20);
+    void *a = bench_dev_alloc(copy_bytes), *b = bench_dev_alloc(copy_bytes);
+    if (!a || !b) return 1;
+    cudaMemsetAsync(a, 1, copy_bytes, s);
+    double *us = malloc((size_t)reps * sizeof *us);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = -2; i < reps; ++i) {
+        cudaEventRecord(e0, s);
+        cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice, s);
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 0) us[i] = 1e3 * ms;
+    }
+    summarize(us, reps, &tm);
+    ctx->copy_gbps = 2.0 * (double)copy_bytes / (tm.median_us * 1e3);
+    bench_dev_free(a);
+    bench_dev_free(b);
+
+    int blocks = ctx->dev.sm_count * 8, iters = ctx->quick ? 512 : 2048;
+    float *sink = bench_dev_alloc((size_t)blocks * sizeof(float));
+    for (int i = -2; i < reps; ++i) {
+        cudaEventRecord(e0, s);
+        if (dsv4_probe_mma_bf16(blocks, iters, sink, DSV4_STREAM(s)) != DSV4_STATUS_SUCCESS) {
+            printf("mma probe failed: %s\n", dsv4_last_error());
+            return 1;
+        }
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 0) us[i] = 1e3 * ms;
+    }
+    summarize(us, reps, &tm);
+    ctx->mma_tflops = dsv4_probe_mma_flops(blocks, iters) / (tm.median_us * 1e6);
+    bench_dev_free(sink);
+
+    int n_empty = reps * 4;
+    double *eu = malloc((size_t)n_empty * sizeof *eu);
+    for (int i = -10; i < n_empty; ++i) {
+        cudaEventRecord(e0, s);
+        dsv4_probe_empty(DSV4_STREAM(s));
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 0) eu[i] = 1e3 * ms;
+    }
+    summarize(eu, n_empty, &tm);
+    ctx->empty_us = tm.median_us;
+    free(eu);
+    free(us);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    printf("ceilings (measured now): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty launch %.2f us\n",
+           ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us);
+    if (ctx->json) {
+        fprintf(ctx->json,
+                "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"ceilings\","
+                "\"copy_gbps\":%.2f,\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"copy_bytes\":%zu,"
+                "\"mma_blocks\":%d,\"mma_iters\":%d}\n",
+                dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, ctx->copy_gbps,
+                ctx->mma_tflops, ctx->empty_us, copy_bytes, blocks, iters);
+        fflush(ctx->json);
+    }
+    return 0;
+}
+
+static const char *ceiling_name(bench_ceiling_t c) {
+    return c == BENCH_CEIL_COPY ? "copy" : (c == BENCH_CEIL_MMA ? "mma" : "launch");
+}
+
+void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config,
+                  const bench_timing_t *tm, double bytes, double flops, bench_ceiling_t ceiling, const char *check) {
+    double gbps = bytes / (tm->median_us * 1e3), tflops = flops / (tm->median_us * 1e6);
+    double frac = ceiling == BENCH_CEIL_COPY  ? gbps / ctx->copy_gbps
+                  : ceiling == BENCH_CEIL_MMA ? tflops / ctx->mma_tflops
+                                              : ctx->empty_us / tm->median_us;
+    char thr[32];
+    if (ceiling == BENCH_CEIL_MMA) snprintf(thr, sizeof thr, "%.1f TF/s", tflops);
+    else snprintf(thr, sizeof thr, "%.1f GB/s", gbps);
+    printf("%-16s %-34s %10.2f %10.2f %10.2f %12s %7.1f%% %6s\n", op, case_name, tm->median_us, tm->p10_us,
+           tm->p90_us, thr, 100.0 * frac, check);
+    fflush(stdout);
+    if (!ctx->json) return;
+    fprintf(ctx->json,
+            "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"%s\","
+            "\"case\":\"%s\",\"config\":\"%s\",\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,"
+            "\"bytes\":%.0f,\"flops\":%.0f,\"gbps\":%.2f,\"tflops\":%.3f,\"ceiling\":\"%s\",\"copy_gbps\":%.2f,"
+            "\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"fraction_of_ceiling\":%.4f,\"check\":\"%s\","
+            "\"command\":\"dsv4_bench --op %s --case '%s'%s\"}\n",
+            dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, op, case_name,
+            config ? config : "", tm->median_us, tm->p10_us, tm->p90_us, tm->reps, bytes, flops, gbps, tflops,
+            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, op, case_name,
+            ctx->check ? " --check" : "");
+    fflush(ctx->json);
+}
+
+void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const bench_timing_t *tm,
+                      const char *check) {
+    printf("%-16s %-34s %10.1f %10.1f %10.1f %12s %8s %6s\n", op, case_name, tm->median_us, tm->p10_us, tm->p90_us,
+           "cpu-ref", "-", check);
+    fflush(stdout);
+    if (!ctx->json) return;
+    fprintf(ctx->json,
+            "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"cpu (no GPU)\",\"op\":\"%s\",\"case\":\"%s\","
+            "\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,\"check\":\"%s\","
+            "\"command\":\"dsv4_bench --op %s --case '%s'\"}\n",
+            dsv4_version_string(), ctx->commit, op, case_name, tm->median_us, tm->p10_us, tm->p90_us, tm->reps, check,
+            op, case_name);
+    fflush(ctx->json);
+}

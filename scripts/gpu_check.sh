@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU verification script. On a machine with a CUDA GPU: builds for the GPU present,
+# runs the whole test suite (GPU tests included), runs compute-sanitizer memcheck and
+# racecheck over every GPU test, and runs the benchmark with checks. Logs and results go
+# to the folder given (default: gpu-results). Exit status is nonzero if anything failed.
+#
+#   scripts/gpu_check.sh OUTDIR [bench args...]
+# Environment: DSV4_SANITIZE=0 skips the sanitizer pass; DSV4_SANITIZER_EXCLUDE names a
+# test substring to leave out of the sanitizer runs; DSV4_BENCH=0 skips the benchmark.
+set -u
+cd "$(dirname "$0")/.."
+out=${1:-gpu-results}
+shift || true
+mkdir -p "$out"
+status=0
+step() { printf '\n==== %s (%s)\n' "$1" "$(date +%T)" | tee -a "$out/summary.txt"; }
+
+step "device"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv \
+  | tee "$out/device.txt" | tee -a "$out/summary.txt"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d '.')
+export DSV4_BUILD_DIR=${DSV4_BUILD_DIR:-build-gpu}
+export DSV4_ARCHS=${DSV4_ARCHS:-${cc}-real}
+
+step "build for sm_$cc"
+if ! scripts/build.sh >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"; echo "BUILD FAILED" | tee -a "$out/summary.txt"; exit 1
+fi
+cat $(find "$DSV4_BUILD_DIR" -name '*.ptxas.txt' | sort) >"$out/ptxas.txt" 2>/dev/null || true
+
+step "test suite"
+if ctest --test-dir "$DSV4_BUILD_DIR" --output-on-failure -j 4 >"$out/ctest.log" 2>&1; then
+  echo "ctest: all passed" | tee -a "$out/summary.txt"
+else
+  echo "ctest: FAILURES" | tee -a "$out/summary.txt"; status=1
+fi
+grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tee -a "$out/summary.txt"
+grep -hE "^\s+(all 2|e4m3 vs|device 0|[0-9]+ differences)" "$out/ctest.log" | tee -a "$out/summary.txt"
+
+if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool"
+    if [ -z "$san" ]; then echo "compute-sanitizer not found" | tee -a "$out/summary.txt"; status=1; continue; fi
+    for t in $(find "$DSV4_BUILD_DIR/tests" -type f -name 'test_*' -perm -u+x | sort); do
+      log="$out/sanitizer-$tool.log"
+      echo "--- $t" >>"$log"
+      DSV4_TEST_EXCLUDE=${DSV4_SANITIZER_EXCLUDE:-} "$san" --tool "$tool" --error-exitcode 99 \
+        "$t" --gpu-only >>"$log" 2>&1
+      rc=$?
+      case $rc in
+        0) r=clean ;; 77) r=skipped ;; 99) r="ERRORS"; status=1 ;; *) r="FAILED (rc $rc)"; status=1 ;;
+      esac
+      echo "$tool $(basename "$t"): $r" | tee -a "$out/summary.txt"
+    done
+  done
+fi
+
+if [ "${DSV4_BENCH:-1}" != 0 ]; then
+  step "benchmark"
+  bin="$DSV4_BUILD_DIR/bench/dsv4_bench"
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if "$bin" --check --commit "$commit" --json "$out/bench.jsonl" "$@" >"$out/bench.log" 2>&1; then
+    echo "bench: all checks passed" | tee -a "$out/summary.txt"
+  else
+    echo "bench: FAILURES" | tee -a "$out/summary.txt"; status=1
+  fi
+  cat "$out/bench.log"
+fi
+step "done: status $status"
+exit $status

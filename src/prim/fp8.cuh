@@ -1,0 +1,56 @@
+/*
+ * fp8 e4m3 -> bf16 decoding for kernels, four bytes at a time, without fp8 hardware.
+ *
+ * The trick: for a byte b = s|E|M, the bf16 bit pattern s<<15 | (b & 0x7F)<<4 has exponent
+ * field E and mantissa M<<4, so it is the e4m3 value times 2^-120, for normals and for
+ * subnormals alike (E = 0 lands on a bf16 subnormal). One bf16x2 FMA by 2^120 makes it
+ * exact, a second by the UE8M0 scale (bf16 bits enc<<7 = 2^(enc-127), 0 for enc 0, +inf
+ * for enc 255) applies the block scale; the product is exact for every code at enc
+ * 1..254 (spec/numerics.md section 5), so this equals dsv4_dequant_e4m3 there. Codes
+ * 0x7F/0xFF are patched to the canonical NaN 0x7FFF. tests/prim checks all 65,536
+ * (byte, enc) pairs against dsv4_dequant_e4m3.
+ */
+#ifndef DSV4_PRIM_FP8_CUH
+#define DSV4_PRIM_FP8_CUH
+
+#include <stdint.h>
+
+/* d = a * b + c on two bf16 lanes, one rounding (sm_80 fma.rn.bf16x2). */
+static __device__ __forceinline__ uint32_t dsv4_bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* a * b on two bf16 lanes (the addend -0.0 keeps the sign of zero products). */
+static __device__ __forceinline__ uint32_t dsv4_bf16x2_mul(uint32_t a, uint32_t b) {
+    return dsv4_bf16x2_fma(a, b, 0x80008000u);
+}
+
+#define DSV4_BF16X2_2POW120 0x7B807B80u
+
+/* UE8M0 scale byte as a bf16x2 pair 2^(enc-127) (0 for enc 0, +inf for enc 255). */
+static __device__ __forceinline__ uint32_t dsv4_ue8m0_bf16x2(uint32_t enc) { return (enc << 7) * 0x00010001u; }
+
+/* Bytes 0..3 of w -> out[0] = (e0, e1), out[1] = (e2, e3) as bf16 values times 2^-120. */
+static __device__ __forceinline__ void dsv4_e4m3x4_raw_bf16(uint32_t w, uint32_t out[2]) {
+    uint32_t lo = __byte_perm(w, 0u, 0x1404); /* bytes: 0, b0, 0, b1 */
+    uint32_t hi = __byte_perm(w, 0u, 0x3424); /* bytes: 0, b2, 0, b3 */
+    out[0] = ((lo & 0x7F007F00u) >> 4) | (lo & 0x80008000u);
+    out[1] = ((hi & 0x7F007F00u) >> 4) | (hi & 0x80008000u);
+}
+
+/* Exact dequantization of four e4m3 bytes with one UE8M0 scale, as bf16 pairs. */
+static __device__ __forceinline__ void dsv4_e4m3x4_dequant_bf16(uint32_t w, uint32_t scale_bf16x2, uint32_t out[2]) {
+    uint32_t raw[2];
+    dsv4_e4m3x4_raw_bf16(w, raw);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        uint32_t v = dsv4_bf16x2_mul(dsv4_bf16x2_mul(raw[i], DSV4_BF16X2_2POW120), scale_bf16x2);
+        /* (b & 0x7F) == 0x7F sits in raw as magnitude bits 0x07F0 of a lane. */
+        uint32_t nan = __vcmpeq2(raw[i] & 0x7FF07FF0u, 0x07F007F0u);
+        out[i] = (v & ~nan) | (0x7FFF7FFFu & nan);
+    }
+}
+
+#endif /* DSV4_PRIM_FP8_CUH */

@@ -1,0 +1,102 @@
+/* The public API core: version, pinned status codes, thread-local errors, device query,
+ * and bad-input handling of the foundation's own entry points. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dsv4/dsv4.h"
+#include "harness.h"
+#include "test_api.h"
+
+static void test_version(th_ctx_t *t) {
+    TH_CHECK(t, dsv4_version_number() == DSV4_VERSION_NUMBER, "library %u, header %d", dsv4_version_number(),
+             DSV4_VERSION_NUMBER);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", DSV4_VERSION_MAJOR, DSV4_VERSION_MINOR, DSV4_VERSION_PATCH);
+    TH_CHECK(t, strcmp(dsv4_version_string(), want) == 0, "version string %s, want %s", dsv4_version_string(), want);
+}
+
+static void test_status_codes_pinned(th_ctx_t *t) {
+    /* The numbers are ABI: bindings in other languages hard-code them. */
+    static const struct {
+        dsv4_status_t s;
+        int value;
+        const char *name;
+    } pinned[] = {{DSV4_STATUS_SUCCESS, 0, "DSV4_STATUS_SUCCESS"},
+                  {DSV4_STATUS_NULL_POINTER, 1, "DSV4_STATUS_NULL_POINTER"},
+                  {DSV4_STATUS_INVALID_VALUE, 2, "DSV4_STATUS_INVALID_VALUE"},
+                  {DSV4_STATUS_MISALIGNED, 3, "DSV4_STATUS_MISALIGNED"},
+                  {DSV4_STATUS_UNSUPPORTED, 4, "DSV4_STATUS_UNSUPPORTED"},
+                  {DSV4_STATUS_WORKSPACE_TOO_SMALL, 5, "DSV4_STATUS_WORKSPACE_TOO_SMALL"},
+                  {DSV4_STATUS_NO_DEVICE, 6, "DSV4_STATUS_NO_DEVICE"},
+                  {DSV4_STATUS_CUDA_ERROR, 7, "DSV4_STATUS_CUDA_ERROR"},
+                  {DSV4_STATUS_INTERNAL, 8, "DSV4_STATUS_INTERNAL"}};
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; ++i) {
+        TH_CHECK(t, (int)pinned[i].s == pinned[i].value, "%s = %d", pinned[i].name, (int)pinned[i].s);
+        TH_CHECK(t, strcmp(dsv4_status_string(pinned[i].s), pinned[i].name) == 0, "string of %d is %s",
+                 pinned[i].value, dsv4_status_string(pinned[i].s));
+    }
+    TH_CHECK(t, strcmp(dsv4_status_string((dsv4_status_t)99), "unknown status") == 0, "unknown status string");
+}
+
+static void *other_thread(void *arg) {
+    char *out = arg;
+    /* A fresh thread starts with an empty message, then gets its own. */
+    snprintf(out, 256, "[%s]", dsv4_last_error());
+    dsv4_device_query(0, NULL);
+    snprintf(out + strlen(out), 256 - strlen(out), "%s", dsv4_last_error());
+    return NULL;
+}
+
+static void test_last_error_thread_local(th_ctx_t *t) {
+    TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(-3, 1, NULL, NULL), DSV4_STATUS_INVALID_VALUE);
+    char mine[512];
+    snprintf(mine, sizeof mine, "%s", dsv4_last_error());
+    TH_CHECK(t, strstr(mine, "probe_mma_bf16") && strstr(mine, "blocks") && strstr(mine, "-3"),
+             "message should name the op, the field and the value: '%s'", mine);
+    char theirs[256] = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, other_thread, theirs);
+    pthread_join(th, NULL);
+    TH_CHECK(t, strncmp(theirs, "[]", 2) == 0, "new thread saw a message: '%s'", theirs);
+    TH_CHECK(t, strstr(theirs, "device_query") && strstr(theirs, "info"), "other thread's message: '%s'", theirs);
+    TH_CHECK(t, strcmp(mine, dsv4_last_error()) == 0, "this thread's message changed to '%s'", dsv4_last_error());
+}
+
+/* Every foundation entry point: NULL where a pointer is required, negative sizes. */
+static void test_bad_input(th_ctx_t *t) {
+    float sink_host[1];
+    dsv4_stream_t fake_stream = DSV4_STREAM((void *)0x1); /* checks run before any use */
+    TH_EXPECT_STATUS(t, dsv4_device_count(NULL), DSV4_STATUS_NULL_POINTER);
+    TH_EXPECT_STATUS(t, dsv4_device_query(0, NULL), DSV4_STATUS_NULL_POINTER);
+    dsv4_device_info_t info;
+    TH_EXPECT_STATUS(t, dsv4_device_query(-1, &info), DSV4_STATUS_NO_DEVICE);
+    TH_EXPECT_STATUS(t, dsv4_probe_empty(NULL), DSV4_STATUS_NULL_POINTER);
+    TH_CHECK(t, strstr(dsv4_last_error(), "stream is NULL") != NULL, "stream message: %s", dsv4_last_error());
+    TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(0, 1, sink_host, fake_stream), DSV4_STATUS_INVALID_VALUE);
+    TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, -1, sink_host, fake_stream), DSV4_STATUS_INVALID_VALUE);
+    TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, 1, NULL, fake_stream), DSV4_STATUS_NULL_POINTER);
+    TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, 1, sink_host, NULL), DSV4_STATUS_NULL_POINTER);
+}
+
+static void test_device_count(th_ctx_t *t) {
+    int n = -1;
+    TH_OK(t, dsv4_device_count(&n));
+    TH_CHECK(t, n >= 0, "count %d", n);
+    th_note(t, "%d CUDA device(s)", n);
+    dsv4_device_info_t info;
+    TH_EXPECT_STATUS(t, dsv4_device_query(n, &info), DSV4_STATUS_NO_DEVICE);
+}
+
+static const th_test_t tests[] = {
+    {"api.version", test_version, TH_CPU},
+    {"api.status_codes_pinned", test_status_codes_pinned, TH_CPU},
+    {"api.last_error_thread_local", test_last_error_thread_local, TH_CPU},
+    {"api.bad_input", test_bad_input, TH_CPU},
+    {"api.device_count", test_device_count, TH_CPU},
+    {"api.gpu_device_query", test_api_gpu_device_query, TH_GPU},
+    {"api.gpu_smem_gate", test_api_gpu_smem_gate, TH_GPU},
+    {"api.gpu_probes", test_api_gpu_probes, TH_GPU},
+};
+
+int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }

@@ -1,0 +1,62 @@
+/* GPU half of the API tests: device query, the run-time shared-memory gate, probes. */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "common/launch.h"
+#include "test_api.h"
+
+extern "C" void test_api_gpu_device_query(th_ctx_t *t) {
+    dsv4_device_info_t info;
+    TH_OK(t, dsv4_device_query(0, &info));
+    th_note(t, "device 0: %s, sm_%d, %d SMs, %lld B smem/block (opt-in %lld), L2 %lld B", info.name, info.arch,
+            info.sm_count, (long long)info.smem_per_block, (long long)info.smem_per_block_optin,
+            (long long)info.l2_bytes);
+    TH_CHECK(t, info.arch >= 80 && info.supported == 1, "arch %d", info.arch);
+    TH_CHECK(t, info.sm_count > 0 && info.name[0] != 0, "sm_count %d name '%s'", info.sm_count, info.name);
+    TH_CHECK(t, info.smem_per_block >= DSV4_MAX_SMEM_PER_CTA, "smem per block %lld", (long long)info.smem_per_block);
+}
+
+/* 40 KB of static shared memory: legal alone, over the limit with 16 KB dynamic. */
+__global__ void gate_static_40k(float *out) {
+    __shared__ float s[10240];
+    s[threadIdx.x] = out[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 10240];
+}
+__global__ void gate_dynamic_only(float *out) {
+    extern __shared__ float dyn[];
+    dyn[threadIdx.x] = out[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = dyn[threadIdx.x ^ 1];
+}
+
+extern "C" void test_api_gpu_smem_gate(th_ctx_t *t) {
+    static int cache_a, cache_b;
+    TH_OK(t, dsv4_launch_prepare("gate_test", (const void *)gate_static_40k, 8192, &cache_a));
+    TH_EXPECT_STATUS(t, dsv4_launch_prepare("gate_test", (const void *)gate_static_40k, 16384, &cache_a),
+                     DSV4_STATUS_UNSUPPORTED);
+    TH_CHECK(t, strstr(dsv4_last_error(), "40960 static") != NULL, "message: %s", dsv4_last_error());
+    TH_OK(t, dsv4_launch_prepare("gate_test", (const void *)gate_dynamic_only, 49152, &cache_b));
+    TH_EXPECT_STATUS(t, dsv4_launch_prepare("gate_test", (const void *)gate_dynamic_only, 49153, &cache_b),
+                     DSV4_STATUS_UNSUPPORTED);
+}
+
+extern "C" void test_api_gpu_probes(th_ctx_t *t) {
+    dsv4_device_info_t info;
+    TH_OK(t, dsv4_device_query(0, &info));
+    void *s = th_stream_create(t);
+    float *sink = NULL;
+    int blocks = info.sm_count * 2;
+    TH_CUDA(t, cudaMalloc(&sink, blocks * sizeof(float)));
+    TH_CUDA(t, cudaMemset(sink, 0xFF, blocks * sizeof(float))); /* NaN poison */
+    TH_OK(t, dsv4_probe_empty(DSV4_STREAM(s)));
+    TH_OK(t, dsv4_probe_mma_bf16(blocks, 16, sink, DSV4_STREAM(s)));
+    th_stream_sync_destroy(t, s);
+    float *h = (float *)malloc(blocks * sizeof(float));
+    TH_CUDA(t, cudaMemcpy(h, sink, blocks * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < blocks; ++i) TH_CHECK(t, isfinite(h[i]) && h[i] != 0.0f, "sink[%d] = %g", i, h[i]);
+    free(h);
+    cudaFree(sink);
+}
