@@ -112,4 +112,10 @@ dsv4_status_t dsv4_device_query(int device, dsv4_device_info_t *info);
 
 #include "dsv4/probe.h"
 
+/* Operator families. */
+#include "dsv4/attention.h"
+#include "dsv4/indices.h"
+#include "dsv4/kvcache.h"
+#include "dsv4/mhc.h"
+
 #endif /* DSV4_DSV4_H */
