@@ -87,84 +87,69 @@ void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *o
     free(us);
 }
 
-/* Device copy bandwidth (cudaMemcpyAsync device to device, bytes read + written), the
- * mma.sync bf16 throughput probe, and the event-timed empty kernel. */
+/* The ceilings, timed exactly as the cases are (bench_time: queued back to back behind
+ * an L2 flush, so host launch overhead stays hidden): device copy bandwidth
+ * (cudaMemcpyAsync device to device, bytes read + written), the mma.sync bf16
+ * throughput probe, and an empty kernel (the launch floor every small case pays). */
+typedef struct {
+    void *a, *b;
+    size_t bytes;
+    int blocks, iters;
+    float *sink;
+} ceiling_state_t;
+
+static dsv4_status_t launch_copy(bench_ctx_t *ctx, void *p) {
+    ceiling_state_t *c = p;
+    return cudaMemcpyAsync(c->b, c->a, c->bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream) == cudaSuccess
+               ? DSV4_STATUS_SUCCESS
+               : DSV4_STATUS_CUDA_ERROR;
+}
+static dsv4_status_t launch_mma(bench_ctx_t *ctx, void *p) {
+    ceiling_state_t *c = p;
+    return dsv4_probe_mma_bf16(c->blocks, c->iters, c->sink, DSV4_STREAM(ctx->stream));
+}
+static dsv4_status_t launch_empty(bench_ctx_t *ctx, void *p) {
+    (void)p;
+    return dsv4_probe_empty(DSV4_STREAM(ctx->stream));
+}
+
 int bench_measure_ceilings(bench_ctx_t *ctx) {
     cudaStream_t s;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 1;
     ctx->stream = s;
     ctx->flush_bytes = (size_t)(ctx->dev.l2_bytes > 0 ? 4 * ctx->dev.l2_bytes : (256 << 20));
     ctx->flush = bench_dev_alloc(ctx->flush_bytes);
-    if (!ctx->flush) return 1;
-
-    int reps = ctx->reps;
-    bench_timing_t tm;
-    size_t copy_bytes = ctx->quick ? (256u << 20) : (1024u << 20);
-    void *a = bench_dev_alloc(copy_bytes), *b = bench_dev_alloc(copy_bytes);
-    if (!a || !b) return 1;
-    cudaMemsetAsync(a, 1, copy_bytes, s);
-    double *us = malloc((size_t)reps * sizeof *us);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int i = -2; i < reps; ++i) {
-        cudaEventRecord(e0, s);
-        cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice, s);
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (i >= 0) us[i] = 1e3 * ms;
+    ceiling_state_t c = {0};
+    c.bytes = ctx->quick ? (256u << 20) : (1024u << 20);
+    c.a = bench_dev_alloc(c.bytes);
+    c.b = bench_dev_alloc(c.bytes);
+    c.blocks = ctx->dev.sm_count * 8;
+    c.iters = ctx->quick ? 512 : 2048;
+    c.sink = bench_dev_alloc((size_t)c.blocks * sizeof(float));
+    if (!ctx->flush || !c.a || !c.b || !c.sink) return 1;
+    cudaMemsetAsync(c.a, 1, c.bytes, s);
+    bench_timing_t copy = {0}, mma = {0}, empty = {0};
+    if (bench_time(ctx, launch_copy, &c, &copy) || bench_time(ctx, launch_mma, &c, &mma) ||
+        bench_time(ctx, launch_empty, &c, &empty)) {
+        printf("ceiling measurement failed: %s\n", dsv4_last_error());
+        return 1;
     }
-    summarize(us, reps, &tm);
-    ctx->copy_gbps = 2.0 * (double)copy_bytes / (tm.median_us * 1e3);
-    bench_dev_free(a);
-    bench_dev_free(b);
-
-    int blocks = ctx->dev.sm_count * 8, iters = ctx->quick ? 512 : 2048;
-    float *sink = bench_dev_alloc((size_t)blocks * sizeof(float));
-    for (int i = -2; i < reps; ++i) {
-        cudaEventRecord(e0, s);
-        if (dsv4_probe_mma_bf16(blocks, iters, sink, DSV4_STREAM(s)) != DSV4_STATUS_SUCCESS) {
-            printf("mma probe failed: %s\n", dsv4_last_error());
-            return 1;
-        }
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (i >= 0) us[i] = 1e3 * ms;
-    }
-    summarize(us, reps, &tm);
-    ctx->mma_tflops = dsv4_probe_mma_flops(blocks, iters) / (tm.median_us * 1e6);
-    bench_dev_free(sink);
-
-    int n_empty = reps * 4;
-    double *eu = malloc((size_t)n_empty * sizeof *eu);
-    for (int i = -10; i < n_empty; ++i) {
-        cudaEventRecord(e0, s);
-        dsv4_probe_empty(DSV4_STREAM(s));
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (i >= 0) eu[i] = 1e3 * ms;
-    }
-    summarize(eu, n_empty, &tm);
-    ctx->empty_us = tm.median_us;
-    free(eu);
-    free(us);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    printf("ceilings (measured now): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty launch %.2f us\n",
-           ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us);
+    ctx->copy_gbps = 2.0 * (double)c.bytes / (copy.median_us * 1e3);
+    ctx->mma_tflops = dsv4_probe_mma_flops(c.blocks, c.iters) / (mma.median_us * 1e6);
+    ctx->empty_us = empty.median_us;
+    bench_dev_free(c.a);
+    bench_dev_free(c.b);
+    bench_dev_free(c.sink);
+    printf("ceilings (measured now): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty launch %.2f us "
+           "(p10 %.2f, p90 %.2f)\n",
+           ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, empty.p10_us, empty.p90_us);
     if (ctx->json) {
         fprintf(ctx->json,
                 "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"ceilings\","
                 "\"copy_gbps\":%.2f,\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"copy_bytes\":%zu,"
-                "\"mma_blocks\":%d,\"mma_iters\":%d}\n",
+                "\"mma_blocks\":%d,\"mma_iters\":%d,\"reps\":%d}\n",
                 dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, ctx->copy_gbps,
-                ctx->mma_tflops, ctx->empty_us, copy_bytes, blocks, iters);
+                ctx->mma_tflops, ctx->empty_us, c.bytes, c.blocks, c.iters, ctx->reps);
         fflush(ctx->json);
     }
     return 0;
