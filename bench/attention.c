@@ -452,6 +452,7 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg1_S1", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg1_S2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S1", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S2", run_decode},

@@ -77,8 +77,10 @@ void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan) {
 int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t total_width, int64_t sm_count) {
     const int64_t units = T * head_groups;
     if (units == 0 || units >= sm_count) return 1;
+    /* The most splits that still fit in one wave of resident CTAs: a partial second
+     * wave would cost as much as a full one. */
     const int64_t target = sm_count * MLA_TARGET_CTAS_PER_SM;
-    int64_t s = (target + units - 1) / units;
+    int64_t s = target / units;
     int64_t by_keys = total_width / MLA_MIN_KEYS_PER_SPLIT;
     if (by_keys < 1) by_keys = 1;
     if (s > by_keys) s = by_keys;

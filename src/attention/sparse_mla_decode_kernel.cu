@@ -15,8 +15,10 @@
  * 255) replaced by 0 as upstream. Grid: T * S * H/HC CTAs.
  *
  * Merge (spec/sparse-mla.md section 5): one CTA of 128 threads per (token, head), 4
- * dims per thread; reads the S raw partials in split order and finalises with the sink
- * exactly once, through the same functions as the direct path (mla_softmax.cuh).
+ * dims per thread; the S (m, l) pairs go through shared memory, the acc rows are read
+ * 8 splits at a time (unrolled, so the loads overlap) and summed in split order; the
+ * sink is added exactly once, through the same functions as the direct path
+ * (mla_softmax.cuh). static_assert: S <= 32 <= 128 threads.
  */
 #include <cuda_runtime.h>
 
@@ -119,23 +121,32 @@ extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, in
 
 /* ---- merge -------------------------------------------------------------------------- */
 #define MLA_MERGE_THREADS 128
+static_assert(DSV4_MLA_MAX_SPLITS <= MLA_MERGE_THREADS, "one thread per split loads (m, l)");
 
 __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params_t p) {
+    __shared__ float sm_m[DSV4_MLA_MAX_SPLITS], sm_l[DSV4_MLA_MAX_SPLITS];
     const int H = p.num_heads, S = p.num_splits;
     const int t = (int)blockIdx.x / H, h = (int)blockIdx.x % H;
     const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
-    const float *pm = p.part_m + row0, *pl = p.part_l + row0;
-    float M = pm[0];
-    for (int s = 1; s < S; ++s) M = fmaxf(M, pm[(int64_t)s * H]);
+    /* The S (m, l) pairs are loaded once, in parallel, then every thread combines them in
+     * split order (the same bits in every thread). */
+    if ((int)threadIdx.x < S) {
+        sm_m[threadIdx.x] = p.part_m[row0 + (int64_t)threadIdx.x * H];
+        sm_l[threadIdx.x] = p.part_l[row0 + (int64_t)threadIdx.x * H];
+    }
+    __syncthreads();
+    float M = sm_m[0];
+    for (int s = 1; s < S; ++s) M = fmaxf(M, sm_m[s]);
     M = mla_sink_max(M, p.sink, h);
-    float w = mla_rescale(pm[0], M);
-    float L = __fmul_rn(w, pl[0]);
+    float w = mla_rescale(sm_m[0], M);
+    float L = __fmul_rn(w, sm_l[0]);
     const float *pa = p.part_acc + row0 * 512 + 4 * threadIdx.x;
     float4 a = *(const float4 *)pa;
     float x0 = __fmul_rn(w, a.x), x1 = __fmul_rn(w, a.y), x2 = __fmul_rn(w, a.z), x3 = __fmul_rn(w, a.w);
+#pragma unroll 8 /* independent loads of 8 splits in flight; the sums stay in split order */
     for (int s = 1; s < S; ++s) {
-        w = mla_rescale(pm[(int64_t)s * H], M);
-        L = __fadd_rn(L, __fmul_rn(w, pl[(int64_t)s * H]));
+        w = mla_rescale(sm_m[s], M);
+        L = __fadd_rn(L, __fmul_rn(w, sm_l[s]));
         a = *(const float4 *)(pa + (int64_t)s * H * 512);
         x0 = __fadd_rn(x0, __fmul_rn(w, a.x));
         x1 = __fadd_rn(x1, __fmul_rn(w, a.y));

@@ -236,15 +236,15 @@ static void test_plan(th_ctx_t *t) {
         int64_t want_config, want_S;
         int want_merge;
     } cases[] = {
-        /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = ceil(264/128) = 3 */
-        {64, 64, 128, 512, 132, 0, 0, 0, 2, 3, 1},
-        /* T = 1: 16-head CTAs (4 groups), S = min(ceil(264/4), 640/32 = 20) = 20 */
+        /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = floor(264/128) = 2 */
+        {64, 64, 128, 512, 132, 0, 0, 0, 2, 2, 1},
+        /* T = 1: 16-head CTAs (4 groups), S = min(floor(264/4), 640/32 = 20) = 20 */
         {1, 64, 128, 512, 132, 0, 0, 0, 1, 20, 1},
         /* T = 8, 32 heads: 1 group of 32 -> units 8, S = min(33, 20) = 20 */
         {8, 32, 128, 512, 132, 0, 0, 0, 2, 20, 1},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
         {384, 64, 128, 512, 132, 0, 0, 0, 2, 1, 0},
-        /* SWA-only, 128 keys: at most 4 splits */
+        /* SWA-only, 128 keys: floor(216/2) = 108, at most 128/32 = 4 splits */
         {2, 16, 128, 0, 108, 0, 0, 0, 1, 4, 1},
         /* H = 48 cannot use 32-head CTAs */
         {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
