@@ -1,6 +1,7 @@
 /* Host-side helpers shared by sparse MLA decode and prefill (mla_host.h). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -61,6 +62,12 @@ dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p) {
     return dsv4_check_align(op, what, p, 16);
 }
 
+dsv4_status_t mla_check_args_qo(const char *op, const void *args, const void *q, const void *out) {
+    DSV4_TRY(dsv4_check_ptr(op, "args", args));
+    DSV4_TRY(mla_check_ptr16(op, "q", q));
+    return mla_check_ptr16(op, "out", out);
+}
+
 dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, int required) {
     if (!p && !required) return DSV4_STATUS_SUCCESS;
     DSV4_TRY(dsv4_check_ptr(op, what, p));
@@ -107,3 +114,20 @@ int64_t mla_current_sm_count(void) {
 }
 
 float mla_scale_or_default(float scale) { return scale == 0.0f ? DSV4_MLA_DEFAULT_SCALE : scale; }
+
+void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, void *out, const float *sink, float scale,
+                     int64_t T, int64_t H, int64_t S, int num_lists) {
+    memset(k, 0, sizeof *k);
+    k->q = (const uint16_t *)q;
+    k->q_st = g->q_st;
+    k->q_sh = g->q_sh;
+    k->out = (uint16_t *)out;
+    k->o_st = g->o_st;
+    k->o_sh = g->o_sh;
+    k->sink = sink;
+    k->scale = mla_scale_or_default(scale);
+    k->num_tokens = (int)T;
+    k->num_heads = (int)H;
+    k->num_splits = (int)S;
+    k->num_lists = num_lists;
+}

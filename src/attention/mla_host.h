@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "attention/mla_params.h"
 #include "dsv4/attention.h"
 
 /* Resolved q/out strides (defaults applied). */
@@ -23,6 +24,8 @@ dsv4_status_t mla_check_list_shape(const char *op, const char *name, int64_t wid
 
 /* Pointer checks: q/out 16-byte, ids/lens/sink 4-byte aligned, non-NULL as required. */
 dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p);
+/* args non-NULL, q and out non-NULL and 16-byte aligned. */
+dsv4_status_t mla_check_args_qo(const char *op, const void *args, const void *q, const void *out);
 dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, int required);
 
 /* Fill the config fields of a plan (heads per CTA, warps, rows per tile). */
@@ -35,5 +38,9 @@ int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t total_width, int
 int64_t mla_current_sm_count(void);
 
 float mla_scale_or_default(float scale);
+
+/* The kernel parameters common to both ops (lists and partials are set by the caller). */
+void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, void *out, const float *sink, float scale,
+                     int64_t T, int64_t H, int64_t S, int num_lists);
 
 #endif

@@ -45,6 +45,8 @@
 #include "attention/mla_params.h"
 #include "attention/mla_softmax.cuh"
 #include "attention/sparse_mla_config.h"
+#include "common/error.h"
+#include "common/launch.h"
 #include "prim/cp_async.cuh"
 #include "prim/mma.cuh"
 
@@ -117,6 +119,23 @@ static __device__ __forceinline__ int mla_key_id(const mla_params_t &p, const Ml
     const int pos = list == 0 ? w.begin[0] + j : w.begin[1] + (j - w.count[0]);
     const mla_list_params_t &L = p.list[list];
     return __ldg(L.ids + (int64_t)w.t * L.stride + pos);
+}
+
+/* The key row a producer thread fills in tile `tile`: TPR threads per row, each taking
+ * the 16-byte chunks part, part + TPR, ...; the id behind the row and whether it is valid
+ * (0 <= id < num_valid of its own list). */
+struct MlaRowJob {
+    int row, part, list, id;
+    bool valid;
+};
+template <class C>
+static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile) {
+    MlaRowJob r;
+    r.row = threadIdx.x / C::TPR;
+    r.part = threadIdx.x % C::TPR;
+    r.id = mla_key_id(p, w, tile * C::N + r.row, r.list);
+    r.valid = r.id >= 0 && (int64_t)r.id < p.list[r.list].num_valid;
+    return r;
 }
 
 static __device__ __forceinline__ uint32_t mla_ld_u32(const uint16_t *p) { return *(const uint32_t *)p; }
@@ -330,12 +349,36 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         }
 }
 
-/* The configs of the API (include/dsv4/attention.h), as kernel template arguments. */
-/* X(id, HC, MT, WD, min CTAs per SM for __launch_bounds__: caps registers at
+/* The configs of the API (include/dsv4/attention.h), as kernel template arguments:
+ * X(id, HC, MT, WD, min CTAs per SM for __launch_bounds__: caps registers at
  * 65536 / (threads * min)). */
 #define MLA_FOR_EACH_CONFIG(X) \
     X(1, 16, 1, 4, 3)          \
     X(2, 32, 2, 4, 1)          \
     X(3, 32, 1, 4, 2)
+
+/* One kernel per (config, producer); Bind<C> is the producer bound to a config. */
+template <int HC, int MT, int WD, int MINB, template <class> class Bind>
+__global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attention_kernel(mla_params_t p) {
+    mla_cta<MlaCfg<HC, MT, WD>, Bind<MlaCfg<HC, MT, WD>>>(p);
+}
+
+/* Launch the kernel of `config` for producer Bind through the shared-memory gate. */
+template <template <class> class Bind>
+static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas,
+                                dsv4_stream_t stream) {
+#define MLA_LAUNCH_CONFIG(id, hc, mt, wd, minb)                                                        \
+    if (config == id) {                                                                                \
+        static int smem_cache;                                                                         \
+        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, \
+                                     &smem_cache));                                                    \
+        mla_attention_kernel<hc, mt, wd, minb, Bind>                                                   \
+            <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);            \
+        return dsv4_launch_status(op);                                                                 \
+    }
+    MLA_FOR_EACH_CONFIG(MLA_LAUNCH_CONFIG)
+#undef MLA_LAUNCH_CONFIG
+    return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
+}
 
 #endif

@@ -106,9 +106,7 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
     dsv4_sparse_mla_plan_t p;
     mla_qo_geom_t geom;
     DSV4_TRY(plan(desc, &p, &geom));
-    DSV4_TRY(dsv4_check_ptr(OP, "args", a));
-    DSV4_TRY(mla_check_ptr16(OP, "q", a->q));
-    DSV4_TRY(mla_check_ptr16(OP, "out", a->out));
+    DSV4_TRY(mla_check_args_qo(OP, a, a ? a->q : NULL, a ? a->out : NULL));
     DSV4_TRY(mla_check_ptr16(OP, "main_cache", a->main_cache));
     DSV4_TRY(mla_check_ptr4(OP, "main_ids", a->main_ids, 1));
     DSV4_TRY(mla_check_ptr4(OP, "main_lens", a->main_lens, 1));
@@ -124,21 +122,10 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
     if (desc->num_tokens == 0) return DSV4_STATUS_SUCCESS;
 
     mla_params_t k;
-    k.q = (const uint16_t *)a->q;
-    k.q_st = geom.q_st;
-    k.q_sh = geom.q_sh;
-    k.out = (uint16_t *)a->out;
-    k.o_st = geom.o_st;
-    k.o_sh = geom.o_sh;
-    k.sink = a->sink;
-    k.scale = mla_scale_or_default(desc->scale);
-    k.num_tokens = (int)desc->num_tokens;
-    k.num_heads = (int)desc->num_heads;
-    k.num_splits = (int)p.num_splits;
-    k.num_lists = desc->has_extra ? 2 : 1;
+    mla_params_init(&k, &geom, a->q, a->out, a->sink, desc->scale, desc->num_tokens, desc->num_heads, p.num_splits,
+                    desc->has_extra ? 2 : 1);
     k.list[0] = list_params(&desc->main, a->main_cache, a->main_ids, a->main_lens);
     k.list[1] = desc->has_extra ? list_params(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
-    k.part_acc = k.part_m = k.part_l = NULL;
     if (p.merge) {
         const size_t rows = (size_t)desc->num_tokens * (size_t)p.num_splits * (size_t)desc->num_heads;
         k.part_acc = (float *)workspace;

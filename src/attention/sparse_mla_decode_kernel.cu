@@ -42,14 +42,12 @@ struct MlaDecodeProd {
     template <class C>
     static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaWork &w, int tile, int buf,
                                                  SmemT<C> &sm) {
-        const int row = threadIdx.x / C::TPR, part = threadIdx.x % C::TPR;
-        int list;
-        const int id = mla_key_id(p, w, tile * C::N + row, list);
-        const mla_list_params_t &L = p.list[list];
-        const bool valid = id >= 0 && (int64_t)id < L.num_valid;
+        const MlaRowJob r = mla_row_job<C>(p, w, tile);
+        const mla_list_params_t &L = p.list[r.list];
+        const int id = r.id;
         const uint8_t *data = L.base, *scales = L.base;
         int half = 0;
-        if (valid) {
+        if (r.valid) {
             /* 32-bit division: ids are non-negative int32 and P <= 2^20 (checked on the host). */
             const uint32_t P = (uint32_t)L.page_tokens, page = (uint32_t)id / P, pos = (uint32_t)id - page * P;
             const uint8_t *base = L.base + (int64_t)page * L.row_bytes;
@@ -58,11 +56,11 @@ struct MlaDecodeProd {
             half = (int)(pos & 1u);
         }
 #pragma unroll
-        for (int c = part; c < 37; c += C::TPR) {
+        for (int c = r.part; c < 37; c += C::TPR) {
             const uint8_t *src = c < 36 ? data + 16 * c : scales;
-            dsv4_cp_async_16_zfill(&sm.raw[buf][row][16 * c], src, valid);
+            dsv4_cp_async_16_zfill(&sm.raw[buf][r.row][16 * c], src, r.valid);
         }
-        if (part == 0) sm.c.meta[buf][row] = (valid ? 1 : 0) | (half << 1);
+        if (r.part == 0) sm.c.meta[buf][r.row] = (r.valid ? 1 : 0) | (half << 1);
     }
 
     /* Dequantize raw[buf] into the bf16 tile; a barrier makes it visible to all warps. */
@@ -99,24 +97,8 @@ template <class C> struct MlaDecodeBind : MlaDecodeProd {
     typedef SmemT<C> Smem;
 };
 
-#define MLA_DECODE_KERNEL(id, hc, mt, wd, minb)                                                             \
-    __global__ void __launch_bounds__(MlaCfg<hc, mt, wd>::THREADS, minb) mla_decode_kernel_##id(mla_params_t p) { \
-        mla_cta<MlaCfg<hc, mt, wd>, MlaDecodeBind<MlaCfg<hc, mt, wd>>>(p);                                    \
-    }
-MLA_FOR_EACH_CONFIG(MLA_DECODE_KERNEL)
-
 extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    static const char *op = "sparse_mla_decode";
-    cudaStream_t s = (cudaStream_t)stream;
-#define MLA_DECODE_LAUNCH(id, hc, mt, wd, minb)                                                                      \
-    if (config == id) {                                                                                          \
-        static int smem_cache;                                                                                   \
-        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_decode_kernel_##id, 0, &smem_cache));                 \
-        mla_decode_kernel_##id<<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, s>>>(*p);                      \
-        return dsv4_launch_status(op);                                                                           \
-    }
-    MLA_FOR_EACH_CONFIG(MLA_DECODE_LAUNCH)
-    return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
+    return mla_launch<MlaDecodeBind>("sparse_mla_decode", config, p, ctas, stream);
 }
 
 /* ---- merge -------------------------------------------------------------------------- */

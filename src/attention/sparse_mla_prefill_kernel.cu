@@ -26,16 +26,13 @@ struct MlaPrefillProd {
     template <class C>
     static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaWork &w, int tile, int buf,
                                                  SmemT<C> &sm) {
-        const int row = threadIdx.x / C::TPR, part = threadIdx.x % C::TPR;
-        int list;
-        const int id = mla_key_id(p, w, tile * C::N + row, list);
+        const MlaRowJob r = mla_row_job<C>(p, w, tile);
         const mla_list_params_t &L = p.list[0];
-        const bool valid = id >= 0 && (int64_t)id < L.num_valid;
-        const uint8_t *src = valid ? L.base + (int64_t)id * L.row_bytes : L.base;
+        const uint8_t *src = r.valid ? L.base + (int64_t)r.id * L.row_bytes : L.base;
 #pragma unroll
-        for (int c = part; c < 64; c += C::TPR)
-            dsv4_cp_async_16_zfill(&sm.k[buf][row][8 * c], src + 16 * c, valid);
-        if (part == 0) sm.c.meta[buf][row] = valid ? 1 : 0;
+        for (int c = r.part; c < 64; c += C::TPR)
+            dsv4_cp_async_16_zfill(&sm.k[buf][r.row][8 * c], src + 16 * c, r.valid);
+        if (r.part == 0) sm.c.meta[buf][r.row] = r.valid ? 1 : 0;
     }
 
     template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf) {
@@ -47,22 +44,6 @@ template <class C> struct MlaPrefillBind : MlaPrefillProd {
     typedef SmemT<C> Smem;
 };
 
-#define MLA_PREFILL_KERNEL(id, hc, mt, wd, minb)                                                             \
-    __global__ void __launch_bounds__(MlaCfg<hc, mt, wd>::THREADS, minb) mla_prefill_kernel_##id(mla_params_t p) { \
-        mla_cta<MlaCfg<hc, mt, wd>, MlaPrefillBind<MlaCfg<hc, mt, wd>>>(p);                                    \
-    }
-MLA_FOR_EACH_CONFIG(MLA_PREFILL_KERNEL)
-
 extern "C" dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    static const char *op = "sparse_mla_prefill";
-    cudaStream_t s = (cudaStream_t)stream;
-#define MLA_PREFILL_LAUNCH(id, hc, mt, wd, minb)                                                                     \
-    if (config == id) {                                                                                          \
-        static int smem_cache;                                                                                   \
-        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_prefill_kernel_##id, 0, &smem_cache));                \
-        mla_prefill_kernel_##id<<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, s>>>(*p);                     \
-        return dsv4_launch_status(op);                                                                           \
-    }
-    MLA_FOR_EACH_CONFIG(MLA_PREFILL_LAUNCH)
-    return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
+    return mla_launch<MlaPrefillBind>("sparse_mla_prefill", config, p, ctas, stream);
 }

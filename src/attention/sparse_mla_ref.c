@@ -108,6 +108,26 @@ static void ref_run(const ref_job_t *job) {
         for (int64_t h = 0; h < job->H; ++h) ref_head(job, t, h);
 }
 
+/* The part of a job both ops share; the caller has checked the descriptor. */
+static dsv4_status_t job_init(ref_job_t *job, const char *op, int64_t T, int64_t H, int64_t q_st, int64_t q_sh,
+                              int64_t o_st, int64_t o_sh, float scale, int64_t config, const void *q, const float *sink,
+                              void *out, double *ref_out, double *ref_lse) {
+    DSV4_TRY(dsv4_check_ptr(op, "q", q));
+    DSV4_TRY(dsv4_check_ptr(op, "out", out));
+    mla_qo_geom_t g;
+    DSV4_TRY(mla_check_common(op, T, H, q_st, q_sh, o_st, o_sh, scale, config, &g));
+    memset(job, 0, sizeof *job);
+    job->T = T, job->H = H;
+    job->q_st = g.q_st, job->q_sh = g.q_sh, job->o_st = g.o_st, job->o_sh = g.o_sh;
+    job->q = (const uint16_t *)q;
+    job->sink = sink;
+    job->scale = (double)mla_scale_or_default(scale);
+    job->nlists = 1;
+    job->out = (uint16_t *)out;
+    job->ref_out = ref_out, job->ref_lse = ref_lse;
+    return DSV4_STATUS_SUCCESS;
+}
+
 static ref_list_t decode_list(const dsv4_sparse_mla_list_t *l, const uint8_t *cache, const int32_t *ids,
                               const int32_t *lens) {
     ref_list_t r;
@@ -128,8 +148,10 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
     static const char *op = "sparse_mla_decode_ref";
     DSV4_TRY(dsv4_sparse_mla_decode_check(desc));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
-    DSV4_TRY(dsv4_check_ptr(op, "q", a->q));
-    DSV4_TRY(dsv4_check_ptr(op, "out", a->out));
+    ref_job_t job;
+    DSV4_TRY(job_init(&job, op, desc->num_tokens, desc->num_heads, desc->q_stride_token, desc->q_stride_head,
+                      desc->out_stride_token, desc->out_stride_head, desc->scale, desc->config, a->q, a->sink, a->out,
+                      a->ref_out, a->ref_lse));
     DSV4_TRY(dsv4_check_ptr(op, "main_cache", a->main_cache));
     DSV4_TRY(dsv4_check_ptr(op, "main_ids", a->main_ids));
     DSV4_TRY(dsv4_check_ptr(op, "main_lens", a->main_lens));
@@ -138,12 +160,7 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
         DSV4_TRY(dsv4_check_ptr(op, "extra_ids", a->extra_ids));
         DSV4_TRY(dsv4_check_ptr(op, "extra_lens", a->extra_lens));
     }
-    mla_qo_geom_t g;
-    DSV4_TRY(mla_check_common(op, desc->num_tokens, desc->num_heads, desc->q_stride_token, desc->q_stride_head,
-                              desc->out_stride_token, desc->out_stride_head, desc->scale, desc->config, &g));
-    ref_job_t job = {desc->num_tokens, desc->num_heads, g.q_st, g.q_sh, g.o_st, g.o_sh, (const uint16_t *)a->q,
-                     a->sink, (double)mla_scale_or_default(desc->scale), desc->has_extra ? 2 : 1, {{0}},
-                     (uint16_t *)a->out, a->ref_out, a->ref_lse};
+    job.nlists = desc->has_extra ? 2 : 1;
     job.list[0] = decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens);
     if (desc->has_extra) job.list[1] = decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens);
     ref_run(&job);
@@ -155,17 +172,13 @@ dsv4_status_t dsv4_sparse_mla_prefill_ref(const dsv4_sparse_mla_prefill_desc_t *
     static const char *op = "sparse_mla_prefill_ref";
     DSV4_TRY(dsv4_sparse_mla_prefill_check(desc));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
-    DSV4_TRY(dsv4_check_ptr(op, "q", a->q));
+    ref_job_t job;
+    DSV4_TRY(job_init(&job, op, desc->num_tokens, desc->num_heads, desc->q_stride_token, desc->q_stride_head,
+                      desc->out_stride_token, desc->out_stride_head, desc->scale, desc->config, a->q, a->sink, a->out,
+                      a->ref_out, a->ref_lse));
     DSV4_TRY(dsv4_check_ptr(op, "kv", a->kv));
     DSV4_TRY(dsv4_check_ptr(op, "ids", a->ids));
     DSV4_TRY(dsv4_check_ptr(op, "lens", a->lens));
-    DSV4_TRY(dsv4_check_ptr(op, "out", a->out));
-    mla_qo_geom_t g;
-    DSV4_TRY(mla_check_common(op, desc->num_tokens, desc->num_heads, desc->q_stride_token, desc->q_stride_head,
-                              desc->out_stride_token, desc->out_stride_head, desc->scale, desc->config, &g));
-    ref_job_t job = {desc->num_tokens, desc->num_heads, g.q_st, g.q_sh, g.o_st, g.o_sh, (const uint16_t *)a->q,
-                     a->sink, (double)mla_scale_or_default(desc->scale), 1, {{0}}, (uint16_t *)a->out, a->ref_out,
-                     a->ref_lse};
     ref_list_t *l = &job.list[0];
     l->ids = a->ids;
     l->lens = a->lens;

@@ -58,6 +58,17 @@ void mla_make_sink(th_rng_t *r, int H, int mode, float *sink) {
     }
 }
 
+/* q ~ N(0, q_scale^2) as bf16, and the sink of `mode` (NULL for none). */
+static void make_q_sink(th_rng_t *r, int T, int H, double q_scale, int mode, uint16_t **q, float **sink) {
+    *q = xcalloc((size_t)T * H * 512, sizeof(uint16_t));
+    th_fill_bf16_normal(r, *q, (size_t)T * H * 512, q_scale);
+    *sink = NULL;
+    if (mode != MLA_SINK_NONE) {
+        *sink = xcalloc((size_t)H, sizeof(float));
+        mla_make_sink(r, H, mode, *sink);
+    }
+}
+
 void mla_decode_row(const uint8_t *cache, int64_t P, int64_t stride, int64_t slot, double *row) {
     const uint8_t *base = cache + (slot / P) * stride;
     const int64_t pos = slot % P;
@@ -137,12 +148,7 @@ void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t 
         mla_make_list(r, c->T, c->extra_width, (int64_t)c->extra_P * c->extra_pages, c->lens_mode, c->dups,
                       d->extra_ids, d->extra_lens);
     }
-    d->q = xcalloc((size_t)c->T * c->H * 512, sizeof(uint16_t));
-    th_fill_bf16_normal(r, d->q, (size_t)c->T * c->H * 512, c->q_scale);
-    if (c->sink_mode != MLA_SINK_NONE) {
-        d->sink = xcalloc((size_t)c->H, sizeof(float));
-        mla_make_sink(r, c->H, c->sink_mode, d->sink);
-    }
+    make_q_sink(r, c->T, c->H, c->q_scale, c->sink_mode, &d->q, &d->sink);
 }
 
 void mla_decode_free(mla_decode_data_t *d) {
@@ -199,12 +205,7 @@ void mla_prefill_make(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data
     d->ids = xcalloc((size_t)c->T * c->width, sizeof(int32_t));
     d->lens = xcalloc((size_t)c->T, sizeof(int32_t));
     mla_make_list(r, c->T, c->width, c->kv_rows, c->lens_mode, c->dups, d->ids, d->lens);
-    d->q = xcalloc((size_t)c->T * c->H * 512, sizeof(uint16_t));
-    th_fill_bf16_normal(r, d->q, (size_t)c->T * c->H * 512, c->q_scale);
-    if (c->sink_mode != MLA_SINK_NONE) {
-        d->sink = xcalloc((size_t)c->H, sizeof(float));
-        mla_make_sink(r, c->H, c->sink_mode, d->sink);
-    }
+    make_q_sink(r, c->T, c->H, c->q_scale, c->sink_mode, &d->q, &d->sink);
 }
 
 void mla_prefill_free(mla_prefill_data_t *d) {
