@@ -1,0 +1,133 @@
+/* Host-side helpers shared by sparse MLA decode and prefill (mla_host.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attention/mla_host.h"
+#include "attention/sparse_mla_config.h"
+#include "common/error.h"
+
+static dsv4_status_t check_stride(const char *op, const char *what, int64_t v, int64_t min) {
+    DSV4_TRY(dsv4_check_range(op, what, v, min, INT64_C(1) << 40));
+    if (v % 8 != 0)
+        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of 8 elements (16 bytes)", what,
+                         (long long)v);
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_st, int64_t q_sh, int64_t o_st,
+                               int64_t o_sh, float scale, int64_t config, mla_qo_geom_t *geom) {
+    DSV4_TRY(dsv4_check_range(op, "num_tokens", T, 0, INT32_MAX));
+    DSV4_TRY(dsv4_check_range(op, "num_heads", H, 16, 128));
+    if (H % 16 != 0)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "num_heads = %lld is not a multiple of 16", (long long)H);
+    geom->q_sh = q_sh ? q_sh : DSV4_MLA_DIM;
+    geom->q_st = q_st ? q_st : H * DSV4_MLA_DIM;
+    geom->o_sh = o_sh ? o_sh : DSV4_MLA_DIM;
+    geom->o_st = o_st ? o_st : H * DSV4_MLA_DIM;
+    /* Heads of one token must not overlap (512 elements each); tokens may not overlap
+     * within the output either (the kernels write every (t, h) row). */
+    DSV4_TRY(check_stride(op, "q_stride_head", geom->q_sh, DSV4_MLA_DIM));
+    DSV4_TRY(check_stride(op, "q_stride_token", geom->q_st, 0));
+    DSV4_TRY(check_stride(op, "out_stride_head", geom->o_sh, DSV4_MLA_DIM));
+    DSV4_TRY(check_stride(op, "out_stride_token", geom->o_st, 0));
+    /* Output rows must not overlap: heads nested in tokens, or tokens nested in heads. */
+    const int64_t span_h = (H - 1) * geom->o_sh + DSV4_MLA_DIM, span_t = (T - 1) * geom->o_st + DSV4_MLA_DIM;
+    if (T > 1 && geom->o_st < span_h && geom->o_sh < span_t)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
+                         "out_stride_token = %lld and out_stride_head = %lld make output rows overlap",
+                         (long long)geom->o_st, (long long)geom->o_sh);
+    if (!isfinite(scale))
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "scale = %g is not finite", (double)scale);
+    DSV4_TRY(dsv4_check_range(op, "config", config, 0, DSV4_MLA_NUM_CONFIGS));
+    if (config && H % MLA_CFG_HC(config) != 0)
+        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op, "config %lld runs %d heads per CTA, which does not divide num_heads = %lld",
+                         (long long)config, MLA_CFG_HC(config), (long long)H);
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t mla_check_list_shape(const char *op, const char *name, int64_t width, int64_t stride) {
+    char what[64];
+    snprintf(what, sizeof what, "%s.width", name);
+    DSV4_TRY(dsv4_check_range(op, what, width, 1, INT64_C(1) << 20));
+    snprintf(what, sizeof what, "%s.stride", name);
+    if (stride != 0) DSV4_TRY(dsv4_check_range(op, what, stride, width, INT64_C(1) << 40));
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p) {
+    DSV4_TRY(dsv4_check_ptr(op, what, p));
+    return dsv4_check_align(op, what, p, 16);
+}
+
+dsv4_status_t mla_check_args_qo(const char *op, const void *args, const void *q, const void *out) {
+    DSV4_TRY(dsv4_check_ptr(op, "args", args));
+    DSV4_TRY(mla_check_ptr16(op, "q", q));
+    return mla_check_ptr16(op, "out", out);
+}
+
+dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, int required) {
+    if (!p && !required) return DSV4_STATUS_SUCCESS;
+    DSV4_TRY(dsv4_check_ptr(op, what, p));
+    return dsv4_check_align(op, what, p, 4);
+}
+
+void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan) {
+    plan->config = config;
+    plan->heads_per_cta = MLA_CFG_HC(config);
+    plan->warps = MLA_CFG_WARPS(config);
+    plan->rows_per_tile = MLA_N;
+}
+
+int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t total_width, int64_t sm_count) {
+    const int64_t units = T * head_groups;
+    if (units == 0 || units >= sm_count) return 1;
+    /* The most splits that still fit in one wave of resident CTAs: a partial second
+     * wave would cost as much as a full one. */
+    const int64_t target = sm_count * MLA_TARGET_CTAS_PER_SM;
+    int64_t s = target / units;
+    int64_t by_keys = total_width / MLA_MIN_KEYS_PER_SPLIT;
+    if (by_keys < 1) by_keys = 1;
+    if (s > by_keys) s = by_keys;
+    if (s > DSV4_MLA_MAX_SPLITS) s = DSV4_MLA_MAX_SPLITS;
+    return s < 1 ? 1 : s;
+}
+
+int64_t mla_current_sm_count(void) {
+    enum { MAX_DEV = 64 };
+    static int cache[MAX_DEV]; /* 0: not asked yet; racing writers store the same value */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (dev < MAX_DEV && cache[dev] > 0) return cache[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (dev < MAX_DEV) cache[dev] = n;
+    return n;
+}
+
+float mla_scale_or_default(float scale) { return scale == 0.0f ? DSV4_MLA_DEFAULT_SCALE : scale; }
+
+void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, void *out, const float *sink, float scale,
+                     int64_t T, int64_t H, int64_t S, int num_lists) {
+    memset(k, 0, sizeof *k);
+    k->q = (const uint16_t *)q;
+    k->q_st = g->q_st;
+    k->q_sh = g->q_sh;
+    k->out = (uint16_t *)out;
+    k->o_st = g->o_st;
+    k->o_sh = g->o_sh;
+    k->sink = sink;
+    k->scale = mla_scale_or_default(scale);
+    k->num_tokens = (int)T;
+    k->num_heads = (int)H;
+    k->num_splits = (int)S;
+    k->num_lists = num_lists;
+}

@@ -1,0 +1,46 @@
+/*
+ * Internal: host-side pieces shared by sparse MLA decode and prefill: validation of the
+ * q/out geometry and common scalars, the config table, the split policy, the SM count.
+ */
+#ifndef DSV4_ATTENTION_MLA_HOST_H
+#define DSV4_ATTENTION_MLA_HOST_H
+
+#include <stdint.h>
+
+#include "attention/mla_params.h"
+#include "dsv4/attention.h"
+
+/* Resolved q/out strides (defaults applied). */
+typedef struct mla_qo_geom {
+    int64_t q_st, q_sh, o_st, o_sh;
+} mla_qo_geom_t;
+
+/* T, H, strides of q and out, scale, config: checked, defaults applied. */
+dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_st, int64_t q_sh, int64_t o_st,
+                               int64_t o_sh, float scale, int64_t config, mla_qo_geom_t *geom);
+
+/* An index list [T, width] with row stride (0 = width); lens handled by the kernels. */
+dsv4_status_t mla_check_list_shape(const char *op, const char *name, int64_t width, int64_t stride);
+
+/* Pointer checks: q/out 16-byte, ids/lens/sink 4-byte aligned, non-NULL as required. */
+dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p);
+/* args non-NULL, q and out non-NULL and 16-byte aligned. */
+dsv4_status_t mla_check_args_qo(const char *op, const void *args, const void *q, const void *out);
+dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, int required);
+
+/* Fill the config fields of a plan (heads per CTA, warps, rows per tile). */
+void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
+
+/* The split count the policy picks (spec: section 5; attention.h says the rule). */
+int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t total_width, int64_t sm_count);
+
+/* SMs of the current device, cached per device ordinal; 0 when there is none. */
+int64_t mla_current_sm_count(void);
+
+float mla_scale_or_default(float scale);
+
+/* The kernel parameters common to both ops (lists and partials are set by the caller). */
+void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, void *out, const float *sink, float scale,
+                     int64_t T, int64_t H, int64_t S, int num_lists);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * Online-softmax and finalisation arithmetic shared by the attention kernel (direct
+ * write of a single split) and the split merge (spec/sparse-mla.md section 5).
+ *
+ * Bitwise S = 1 equivalence: the direct path and the merge both call the functions
+ * below, in the same order, with every product and sum rounded separately (__fmul_rn /
+ * __fadd_rn cannot be contracted into FMAs) and IEEE division (__fdiv_rn):
+ *   M = max(m_0, ..., m_{S-1}) then max(M, sink);  w_s = mla_rescale(m_s, M)
+ *   L = w_0 * l_0, then L + w_s * l_s for s >= 1, then L + mla_rescale(sink, M)
+ *   x = w_0 * acc_0, then x + w_s * acc_s;  out = L > 0 ? x / max(L, 1e-30) : 0
+ * With S = 1 the merge's first terms are exactly the direct path's products (there is
+ * no "0 +" step that could turn a -0 into +0).
+ *
+ * exp: __expf, i.e. ex2.approx(x * log2 e), the lowering upstream Triton uses for exp.
+ * Its relative error (~2^-21 over the range a softmax sees) is far below the 2^-9 of
+ * rounding p to bf16, the dominant term of the error budget (spec/numerics.md sec. 8).
+ */
+#ifndef DSV4_ATTENTION_MLA_SOFTMAX_CUH
+#define DSV4_ATTENTION_MLA_SOFTMAX_CUH
+
+#include <float.h>
+#include <stdint.h>
+
+/* e^(m_old - m_new); exactly 1 when the max did not move (also -FLT_MAX == -FLT_MAX),
+ * so the common case never depends on the approximation. */
+static __device__ __forceinline__ float mla_rescale(float m_old, float m_new) {
+    return m_old == m_new ? 1.0f : __expf(m_old - m_new);
+}
+
+/* The max the finalisation normalises with: the splits' max, then the sink. */
+static __device__ __forceinline__ float mla_sink_max(float m, const float *sink, int head) {
+    return sink ? fmaxf(m, sink[head]) : m;
+}
+
+/* L += e^(sink - M), added last. */
+static __device__ __forceinline__ float mla_add_sink(float L, const float *sink, int head, float M) {
+    return sink ? __fadd_rn(L, mla_rescale(sink[head], M)) : L;
+}
+
+/* out = L > 0 ? x / max(L, 1e-30) : 0 */
+static __device__ __forceinline__ float mla_normalize(float x, float L) {
+    return L > 0.0f ? __fdiv_rn(x, fmaxf(L, 1e-30f)) : 0.0f;
+}
+
+/* Finalisation of one split held in registers (the direct path): w and L per row. */
+struct mla_final {
+    float w, L;
+};
+static __device__ __forceinline__ mla_final mla_final_single(float m, float l, const float *sink, int head) {
+    mla_final f;
+    const float M = mla_sink_max(m, sink, head);
+    f.w = mla_rescale(m, M);
+    f.L = mla_add_sink(__fmul_rn(f.w, l), sink, head, M);
+    return f;
+}
+static __device__ __forceinline__ float mla_final_apply(const mla_final &f, float acc) {
+    return mla_normalize(__fmul_rn(f.w, acc), f.L);
+}
+
+#endif

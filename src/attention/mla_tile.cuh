@@ -1,0 +1,384 @@
+/*
+ * The sparse MLA CTA engine shared by decode (fp8 records) and prefill (bf16 rows).
+ *
+ * Formula (spec/sparse-mla.md sections 2 and 5), per token t, head h, key rows K_j:
+ *   s_j = scale * <q[t,h,:], K_j>  (512 wide);  online softmax over tiles of N = 16 keys;
+ *   acc = sum_j bf16(e^(s_j - m)) K_j,  l = sum_j e^(s_j - m),  m = running max.
+ *
+ * Grid: one CTA per (head group of HC heads, split s, token t), flattened into
+ * blockIdx.x with the head group fastest, so the CTAs that read the same rows run
+ * side by side. Block: NW = WH * WD warps. Warp (wh, wd) owns heads
+ * [16*MT*wh, 16*MT*(wh+1)) of the CTA and dims [wd*DW, (wd+1)*DW), DW = 512/WD:
+ *   - its Q slice lives in registers as mma A fragments (MT * DW/16 * 4 regs),
+ *   - its O slice lives in registers as fp32 accumulators (MT * DW/8 * 4 regs),
+ *   - the K tile in shared memory serves both products: QK reads it with ldmatrix
+ *     (keys = n), PV with ldmatrix.trans (keys = k), each B fragment feeding MT mmas.
+ *
+ * Per tile (three barriers; decode adds one for its dequantization pass):
+ *   [A] wait for the tile's cp.async group, barrier; issue the next tile's copies into
+ *       the other buffer (one tile of lookahead); decode: dequantize fp8 -> bf16 tile,
+ *       barrier.
+ *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
+ *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
+ *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
+ *       dot), tile max over valid keys, m' = max(m, tile max), alpha = e^(m - m'),
+ *       p = e^(s - m') (0 for invalid keys), l = l*alpha + sum p (fp32; butterfly sums
+ *       give every lane the same bits); p -> bf16 into Ps, alpha -> smem, barrier.
+ *   [D] PV: O = O * alpha + Ps * K (ldmatrix of Ps as A, ldmatrix.trans of K as B).
+ * The barriers also order the reuse of Sp, Ps and the K/raw buffers (a warp reaches
+ * [B] of tile i+1 only after every warp has left [D] of tile i).
+ *
+ * Epilogue: the row owners publish m, l; then either raw partials (fp32 acc, m, l) go
+ * to the workspace, or the direct path finalises with the sink (mla_softmax.cuh) and
+ * stores bf16.
+ *
+ * Numerics: bf16 x bf16 products accumulated in fp32 by mma.sync (QK per 128-dim
+ * slice, then the slices added in fixed order); p rounded to bf16 for PV only; one
+ * bf16 rounding of the output. No atomics: results are deterministic.
+ */
+#ifndef DSV4_ATTENTION_MLA_TILE_CUH
+#define DSV4_ATTENTION_MLA_TILE_CUH
+
+#include <float.h>
+#include <stdint.h>
+
+#include "attention/mla_params.h"
+#include "attention/mla_softmax.cuh"
+#include "attention/sparse_mla_config.h"
+#include "common/error.h"
+#include "common/launch.h"
+#include "prim/cp_async.cuh"
+#include "prim/mma.cuh"
+
+template <int HC_, int MT_, int WD_> struct MlaCfg {
+    static constexpr int HC = HC_, MT = MT_, WD = WD_;
+    static constexpr int N = MLA_N;
+    static constexpr int WH = HC / (16 * MT);
+    static constexpr int NW = WH * WD;
+    static constexpr int THREADS = 32 * NW;
+    static constexpr int DW = 512 / WD;
+    static constexpr int KS = DW / 16;       /* QK k-steps per warp          */
+    static constexpr int NBO = DW / 8;       /* O n-blocks per warp          */
+    static constexpr int NBS = N / 8;        /* score n-blocks (keys)        */
+    static constexpr int LPR = THREADS / HC; /* softmax lanes per head row   */
+    static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
+    static constexpr int TPR = THREADS / N;  /* producer threads per key row */
+    static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
+    static_assert(LPR >= 1 && LPR <= 32 && (LPR & (LPR - 1)) == 0, "softmax rows must sit inside a warp");
+    static_assert(KPL >= 2 && KPL % 2 == 0 && KPL * LPR == N, "softmax lanes store bf16 pairs");
+    static_assert(TPR * N == THREADS, "producer threads must cover the tile rows");
+    static_assert(NBS % 2 == 0 && NBO % 2 == 0, "ldmatrix x4 loads two n-blocks");
+};
+
+/* Shared memory common to both producers; placed after the 16-byte aligned K tiles. */
+template <class C> struct MlaSmemCommon {
+    float sp[C::WD][C::HC][MLA_SSTR];   /* partial scores per dim slice      */
+    uint16_t ps[C::HC][MLA_PSTR];       /* bf16 p, ldmatrix rows of 48 B     */
+    float alpha[C::HC];
+    float m[C::HC];
+    float l[C::HC];
+    int meta[2][MLA_N];                 /* per key: bit 0 valid, bit 1 decode scale half */
+};
+
+/* Which CTA this is and which keys it walks: list L, positions [begin, begin + count). */
+struct MlaWork {
+    int t, s, hg;
+    int begin[2], count[2];
+    int n;
+};
+
+static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int head_groups) {
+    MlaWork w;
+    const int bx = (int)blockIdx.x;
+    w.hg = bx % head_groups;
+    const int rest = bx / head_groups;
+    w.s = rest % p.num_splits;
+    w.t = rest / p.num_splits;
+    w.n = 0;
+#pragma unroll
+    for (int L = 0; L < 2; ++L) {
+        w.begin[L] = 0;
+        w.count[L] = 0;
+        if (L < p.num_lists) {
+            int len = p.list[L].lens[w.t];
+            len = len < 0 ? 0 : (len > (int)p.list[L].width ? (int)p.list[L].width : len);
+            const int c = (len + p.num_splits - 1) / p.num_splits;
+            const int b = min(w.s * c, len);
+            w.begin[L] = b;
+            w.count[L] = min(b + c, len) - b;
+        }
+        w.n += w.count[L];
+    }
+    return w;
+}
+
+/* The id behind virtual key j of this CTA (main list first, then extra); -1 past the end. */
+static __device__ __forceinline__ int mla_key_id(const mla_params_t &p, const MlaWork &w, int j, int &list) {
+    list = j < w.count[0] ? 0 : 1;
+    if (j >= w.n) return -1;
+    const int pos = list == 0 ? w.begin[0] + j : w.begin[1] + (j - w.count[0]);
+    const mla_list_params_t &L = p.list[list];
+    return __ldg(L.ids + (int64_t)w.t * L.stride + pos);
+}
+
+/* The key row a producer thread fills in tile `tile`: TPR threads per row, each taking
+ * the 16-byte chunks part, part + TPR, ...; the id behind the row and whether it is valid
+ * (0 <= id < num_valid of its own list). */
+struct MlaRowJob {
+    int row, part, list, id;
+    bool valid;
+};
+template <class C>
+static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile) {
+    MlaRowJob r;
+    r.row = threadIdx.x / C::TPR;
+    r.part = threadIdx.x % C::TPR;
+    r.id = mla_key_id(p, w, tile * C::N + r.row, r.list);
+    r.valid = r.id >= 0 && (int64_t)r.id < p.list[r.list].num_valid;
+    return r;
+}
+
+static __device__ __forceinline__ uint32_t mla_ld_u32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* [B] partial scores of this warp's heads over its DW dims -> sp (rows = CTA heads). */
+template <class C>
+static __device__ __forceinline__ void mla_qk(const uint32_t (&qf)[C::MT][C::KS][4], const uint16_t *kt,
+                                              float (*sp)[MLA_SSTR], int hw, int dim0, int lane) {
+    float sacc[C::MT][C::NBS][4];
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < C::NBS; ++nb)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sacc[mt][nb][i] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < C::KS; ++ks) {
+#pragma unroll
+        for (int nbp = 0; nbp < C::NBS / 2; ++nbp) {
+            /* x4: (keys 0-7, dims +0), (keys 0-7, +8), (keys 8-15, +0), (keys 8-15, +8) */
+            const int key = 16 * nbp + (lane & 7) + ((lane >> 4) << 3);
+            const int col = dim0 + 16 * ks + (((lane >> 3) & 1) << 3);
+            uint32_t b[4];
+            dsv4_ldmatrix_x4(b, kt + key * MLA_KSTR + col);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt) {
+                dsv4_mma_bf16_16816(sacc[mt][2 * nbp], qf[mt][ks], b, sacc[mt][2 * nbp]);
+                dsv4_mma_bf16_16816(sacc[mt][2 * nbp + 1], qf[mt][ks], b + 2, sacc[mt][2 * nbp + 1]);
+            }
+        }
+    }
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < C::NBS; ++nb) {
+            const int row = hw + 16 * mt + g, col = 8 * nb + 2 * tq;
+            *(float2 *)&sp[row][col] = make_float2(sacc[mt][nb][0], sacc[mt][nb][1]);
+            *(float2 *)&sp[row + 8][col] = make_float2(sacc[mt][nb][2], sacc[mt][nb][3]);
+        }
+}
+
+/* [C] one head row's slice of the online softmax (LPR lanes per row, KPL keys each). */
+template <class C>
+static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, int buf, float scale) {
+    /* The running m, l of the row live in sm.m / sm.l (registers are scarce); the
+     * row's lanes read them first and lane k0 == 0 writes them back after a __syncwarp. */
+    const int row = threadIdx.x / C::LPR, k0 = (threadIdx.x % C::LPR) * C::KPL;
+    const float m_run = sm.m[row], l_run = sm.l[row];
+    float s[C::KPL];
+    bool valid[C::KPL];
+    float tmax = -FLT_MAX;
+#pragma unroll
+    for (int k = 0; k < C::KPL; ++k) {
+        float acc = sm.sp[0][row][k0 + k];
+#pragma unroll
+        for (int d = 1; d < C::WD; ++d) acc = __fadd_rn(acc, sm.sp[d][row][k0 + k]);
+        s[k] = __fmul_rn(acc, scale);
+        valid[k] = (sm.meta[buf][k0 + k] & 1) != 0;
+        if (valid[k]) tmax = fmaxf(tmax, s[k]);
+    }
+#pragma unroll
+    for (int off = 1; off < C::LPR; off <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, off));
+    const float m_new = fmaxf(m_run, tmax);
+    const float alpha = mla_rescale(m_run, m_new);
+    float psum = 0.0f;
+    uint32_t packed[C::KPL / 2];
+#pragma unroll
+    for (int k = 0; k < C::KPL; k += 2) {
+        const float p0 = valid[k] ? __expf(__fsub_rn(s[k], m_new)) : 0.0f;
+        const float p1 = valid[k + 1] ? __expf(__fsub_rn(s[k + 1], m_new)) : 0.0f;
+        psum = __fadd_rn(__fadd_rn(psum, p0), p1);
+        packed[k / 2] = dsv4_pack_bf16x2(p0, p1);
+    }
+#pragma unroll
+    for (int off = 1; off < C::LPR; off <<= 1) psum = __fadd_rn(psum, __shfl_xor_sync(0xffffffffu, psum, off));
+#pragma unroll
+    for (int k = 0; k < C::KPL / 2; ++k) *(uint32_t *)&sm.ps[row][k0 + 2 * k] = packed[k];
+    __syncwarp();
+    if (k0 == 0) {
+        sm.alpha[row] = alpha;
+        sm.m[row] = m_new;
+        sm.l[row] = __fadd_rn(__fmul_rn(l_run, alpha), psum);
+    }
+}
+
+/* [D] O = O * alpha + P * K over this warp's heads and dims. */
+template <class C>
+static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], const uint16_t *kt,
+                                              const MlaSmemCommon<C> &sm, int hw, int dim0, int lane) {
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+        const float a0 = sm.alpha[hw + 16 * mt + g], a1 = sm.alpha[hw + 16 * mt + g + 8];
+#pragma unroll
+        for (int nb = 0; nb < C::NBO; ++nb) {
+            o[mt][nb][0] *= a0;
+            o[mt][nb][1] *= a0;
+            o[mt][nb][2] *= a1;
+            o[mt][nb][3] *= a1;
+        }
+    }
+#pragma unroll
+    for (int kstep = 0; kstep < C::N / 16; ++kstep) {
+        uint32_t pa[C::MT][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; ++mt)
+            dsv4_ldmatrix_x4(pa[mt], &sm.ps[hw + 16 * mt + (lane & 15)][16 * kstep + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int nbp = 0; nbp < C::NBO / 2; ++nbp) {
+            /* x4.trans: (keys 0-7, dims +0), (keys 8-15, +0), (keys 0-7, +8), (keys 8-15, +8) */
+            const int key = 16 * kstep + (lane & 7) + (((lane >> 3) & 1) << 3);
+            const int col = dim0 + 16 * nbp + ((lane >> 4) << 3);
+            uint32_t b[4];
+            dsv4_ldmatrix_x4_trans(b, kt + key * MLA_KSTR + col);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt) {
+                dsv4_mma_bf16_16816(o[mt][2 * nbp], pa[mt], b, o[mt][2 * nbp]);
+                dsv4_mma_bf16_16816(o[mt][2 * nbp + 1], pa[mt], b + 2, o[mt][2 * nbp + 1]);
+            }
+        }
+    }
+}
+
+/*
+ * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with a member `c` of
+ * MlaSmemCommon<C>), issue() (cp.async the rows of a tile into buffer `buf` and set
+ * meta[buf]) and tile() (make the bf16 K tile of buffer `buf` ready and return it).
+ */
+template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
+    __shared__ __align__(16) typename Prod::Smem sm;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, tq = lane & 3;
+    const int wd = warp % C::WD, hw = (warp / C::WD) * 16 * C::MT, dim0 = wd * C::DW;
+    /* The work description lives in shared memory: registers are the scarce resource. */
+    __shared__ MlaWork w;
+    if (tid == 0) w = mla_work(p, p.num_heads / C::HC);
+    __syncthreads();
+    const int head_cta = w.hg * C::HC;
+
+    /* Q slice as A fragments: a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
+    uint32_t qf[C::MT][C::KS][4];
+    const uint16_t *qt = p.q + (int64_t)w.t * p.q_st;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+        const uint16_t *r0 = qt + (int64_t)(head_cta + hw + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
+        const uint16_t *r1 = r0 + 8 * p.q_sh;
+#pragma unroll
+        for (int ks = 0; ks < C::KS; ++ks) {
+            qf[mt][ks][0] = mla_ld_u32(r0 + 16 * ks);
+            qf[mt][ks][1] = mla_ld_u32(r1 + 16 * ks);
+            qf[mt][ks][2] = mla_ld_u32(r0 + 16 * ks + 8);
+            qf[mt][ks][3] = mla_ld_u32(r1 + 16 * ks + 8);
+        }
+    }
+    float o[C::MT][C::NBO][4];
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < C::NBO; ++nb)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[mt][nb][i] = 0.0f;
+
+    if (tid < C::HC) { /* the running softmax state of each head row */
+        sm.c.m[tid] = -FLT_MAX;
+        sm.c.l[tid] = 0.0f;
+    }
+    const int ntiles = (w.n + C::N - 1) / C::N;
+    if (ntiles > 0) Prod::template issue<C>(p, w, 0, 0, sm);
+    dsv4_cp_async_commit();
+    for (int i = 0; i < ntiles; ++i) {
+        const int buf = i & 1;
+        dsv4_cp_async_wait<0>();
+        __syncthreads();
+        if (i + 1 < ntiles) Prod::template issue<C>(p, w, i + 1, buf ^ 1, sm);
+        dsv4_cp_async_commit();
+        const uint16_t *kt = Prod::template tile<C>(sm, buf);
+        mla_qk<C>(qf, kt, sm.c.sp[wd], hw, dim0, lane);
+        __syncthreads();
+        mla_softmax_rows<C>(sm.c, buf, p.scale);
+        __syncthreads();
+        mla_pv<C>(o, kt, sm.c, hw, dim0, lane);
+    }
+
+    /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
+     * or the initial values); then partials or the final bf16 rows. */
+    __syncthreads();
+    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.s) * p.num_heads + head_cta;
+    if (p.part_acc && tid < C::HC) {
+        p.part_m[part_row0 + tid] = sm.c.m[tid];
+        p.part_l[part_row0 + tid] = sm.c.l[tid];
+    }
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int row = hw + 16 * mt + g + 8 * half, head = head_cta + row;
+            if (p.part_acc) {
+                float *dst = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
+#pragma unroll
+                for (int nb = 0; nb < C::NBO; ++nb)
+                    *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
+            } else {
+                const mla_final f = mla_final_single(sm.c.m[row], sm.c.l[row], p.sink, head);
+                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
+#pragma unroll
+                for (int nb = 0; nb < C::NBO; ++nb)
+                    *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
+                                                                   mla_final_apply(f, o[mt][nb][2 * half + 1]));
+            }
+        }
+}
+
+/* The configs of the API (include/dsv4/attention.h), as kernel template arguments:
+ * X(id, HC, MT, WD, min CTAs per SM for __launch_bounds__: caps registers at
+ * 65536 / (threads * min)). */
+#define MLA_FOR_EACH_CONFIG(X) \
+    X(1, 16, 1, 4, 3)          \
+    X(2, 32, 2, 4, 1)          \
+    X(3, 32, 1, 4, 2)
+
+/* One kernel per (config, producer); Bind<C> is the producer bound to a config. */
+template <int HC, int MT, int WD, int MINB, template <class> class Bind>
+__global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attention_kernel(mla_params_t p) {
+    mla_cta<MlaCfg<HC, MT, WD>, Bind<MlaCfg<HC, MT, WD>>>(p);
+}
+
+/* Launch the kernel of `config` for producer Bind through the shared-memory gate. */
+template <template <class> class Bind>
+static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas,
+                                dsv4_stream_t stream) {
+#define MLA_LAUNCH_CONFIG(id, hc, mt, wd, minb)                                                        \
+    if (config == id) {                                                                                \
+        static int smem_cache;                                                                         \
+        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, \
+                                     &smem_cache));                                                    \
+        mla_attention_kernel<hc, mt, wd, minb, Bind>                                                   \
+            <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);            \
+        return dsv4_launch_status(op);                                                                 \
+    }
+    MLA_FOR_EACH_CONFIG(MLA_LAUNCH_CONFIG)
+#undef MLA_LAUNCH_CONFIG
+    return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
+}
+
+#endif

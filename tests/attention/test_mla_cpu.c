@@ -1,0 +1,326 @@
+/*
+ * CPU tests of sparse MLA: the fp64 references on known answers and invariants, decode
+ * reference == prefill reference on the same rows, host planning (config, split count,
+ * workspace), and bad input on every public function. All small: CI has 2 cores.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4/numerics.h"
+#include "mla_case.h"
+#include "test_mla.h"
+
+/* ---- known answers on the prefill reference -------------------------------------- */
+
+typedef struct {
+    uint16_t kv[4 * 512];
+    uint16_t q[16 * 512];
+    uint16_t out[16 * 512];
+    double ref[16 * 512];
+    int32_t ids[8], lens[1];
+    float sink[16];
+} tiny_t;
+
+/* One token, 16 heads, q = 0 so every valid key scores 0 (equal weights). Row k of kv
+ * holds the value 2^k in every dim. */
+static void tiny_run(th_ctx_t *t, tiny_t *x, int nids, const int32_t *ids, int len, const float *sink) {
+    dsv4_sparse_mla_prefill_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.num_tokens = 1;
+    d.num_heads = 16;
+    d.kv_rows = 4;
+    d.width = nids;
+    memset(x->q, 0, sizeof x->q);
+    for (int k = 0; k < 4; ++k)
+        for (int i = 0; i < 512; ++i) x->kv[k * 512 + i] = dsv4_f32_to_bf16((float)(1 << k));
+    memcpy(x->ids, ids, (size_t)nids * sizeof(int32_t));
+    x->lens[0] = len;
+    dsv4_sparse_mla_prefill_args_t a;
+    memset(&a, 0, sizeof a);
+    a.q = x->q;
+    a.kv = x->kv;
+    a.ids = x->ids;
+    a.lens = x->lens;
+    a.sink = sink;
+    a.out = x->out;
+    a.ref_out = x->ref;
+    TH_OK(t, dsv4_sparse_mla_prefill_ref(&d, &a));
+}
+
+static void expect_all(th_ctx_t *t, const tiny_t *x, double want, const char *what) {
+    for (int i = 0; i < 16 * 512; ++i)
+        if (fabs(x->ref[i] - want) > 1e-12 || x->out[i] != dsv4_f32_to_bf16((float)want)) {
+            th_fail(t, __FILE__, __LINE__, "%s: element %d (head %d dim %d) is %.17g (bf16 %g), expected %g", what, i,
+                    i / 512, i % 512, x->ref[i], dsv4_bf16_to_f32(x->out[i]), want);
+            return;
+        }
+}
+
+static void test_ref_known_answers(th_ctx_t *t) {
+    tiny_t *x = calloc(1, sizeof *x);
+    float sink[16];
+    const int32_t one[1] = {2};
+    tiny_run(t, x, 1, one, 1, NULL);
+    expect_all(t, x, 4.0, "one key -> its row");
+    const int32_t dup[3] = {0, 0, 3}; /* a list, not a set: row 0 counts twice */
+    tiny_run(t, x, 3, dup, 3, NULL);
+    expect_all(t, x, (1.0 + 1.0 + 8.0) / 3.0, "duplicates counted twice");
+    const int32_t mixed[6] = {-1, 1, 4, 99, INT32_MIN, 1}; /* invalid ids skipped */
+    tiny_run(t, x, 6, mixed, 6, NULL);
+    expect_all(t, x, 2.0, "invalid and out-of-range ids skipped");
+    const int32_t pad[4] = {1, 3, 0, 0}; /* only the first lens entries count */
+    tiny_run(t, x, 4, pad, 2, NULL);
+    expect_all(t, x, 5.0, "entries past lens ignored");
+    tiny_run(t, x, 4, pad, 100, NULL); /* lens beyond width clamps to width */
+    expect_all(t, x, (2.0 + 8.0 + 1.0 + 1.0) / 4.0, "lens clamped to width");
+    for (int h = 0; h < 16; ++h) sink[h] = 0.0f; /* e^0 = one extra unit of weight */
+    tiny_run(t, x, 1, one, 1, sink);
+    expect_all(t, x, 2.0, "sink 0 halves a single key");
+    for (int h = 0; h < 16; ++h) sink[h] = (float)log(3.0);
+    tiny_run(t, x, 1, one, 1, sink);
+    for (int i = 0; i < 16 * 512; ++i)
+        if (fabs(x->ref[i] - 4.0 / (1.0 + exp((double)(float)log(3.0)))) > 1e-12) {
+            th_fail(t, __FILE__, __LINE__, "sink ln 3: element %d is %.17g", i, x->ref[i]);
+            break;
+        }
+    for (int h = 0; h < 16; ++h) sink[h] = -INFINITY;
+    tiny_run(t, x, 1, one, 1, sink);
+    expect_all(t, x, 4.0, "sink -inf removes the term");
+    for (int h = 0; h < 16; ++h) sink[h] = 1.5f;
+    const int32_t none[2] = {-1, 7};
+    tiny_run(t, x, 2, none, 2, sink);
+    expect_all(t, x, 0.0, "all-invalid list with a finite sink gives zeros");
+    tiny_run(t, x, 2, none, 0, NULL);
+    expect_all(t, x, 0.0, "empty list gives zeros");
+    tiny_run(t, x, 2, pad, -3, sink);
+    expect_all(t, x, 0.0, "negative lens gives zeros");
+    free(x);
+}
+
+/* ---- decode reference == prefill reference on the dequantized rows ---------------- */
+
+/* Rows of the workspace: main slots at [0, Sm), extra slots at [Sm, Sm + Se). */
+static void decode_vs_prefill(th_ctx_t *t, const mla_decode_case_t *c) {
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), c, &d);
+    const int T = c->T, H = c->H;
+    const int64_t Sm = (int64_t)c->main_P * c->main_pages, Se = (int64_t)c->extra_P * c->extra_pages;
+    const int C = c->main_width + c->extra_width;
+    uint16_t *kv = calloc((size_t)(Sm + Se) * 512, sizeof(uint16_t));
+    double row[512];
+    for (int64_t s = 0; s < Sm + Se; ++s) {
+        if (s < Sm) mla_decode_row(d.main_cache, c->main_P, d.desc.main.cache.page_stride_bytes, s, row);
+        else mla_decode_row(d.extra_cache, c->extra_P, d.desc.extra.cache.page_stride_bytes, s - Sm, row);
+        for (int i = 0; i < 512; ++i) kv[s * 512 + i] = dsv4_f32_to_bf16((float)row[i]); /* exact */
+    }
+    int32_t *ids = calloc((size_t)T * C, sizeof(int32_t)), *lens = calloc((size_t)T, sizeof(int32_t));
+    for (int tk = 0; tk < T; ++tk) {
+        int n = 0;
+        for (int li = 0; li < 2; ++li) {
+            const int w = li ? c->extra_width : c->main_width;
+            if (!w) continue;
+            const int32_t *src = (li ? d.extra_ids : d.main_ids) + (int64_t)tk * w;
+            int len = (li ? d.extra_lens : d.main_lens)[tk];
+            len = len < 0 ? 0 : (len > w ? w : len);
+            const int64_t valid = li ? Se : Sm;
+            for (int j = 0; j < len; ++j)
+                ids[(int64_t)tk * C + n++] = (src[j] >= 0 && src[j] < valid) ? (int32_t)(src[j] + (li ? Sm : 0)) : -1;
+        }
+        lens[tk] = n;
+        for (int j = n; j < C; ++j) ids[(int64_t)tk * C + j] = -1;
+    }
+    const size_t n_out = (size_t)T * H * 512;
+    double *ref_d = calloc(n_out, sizeof(double)), *ref_p = calloc(n_out, sizeof(double));
+    double *lse_d = calloc((size_t)T * H, sizeof(double)), *lse_p = calloc((size_t)T * H, sizeof(double));
+    uint16_t *out_d = calloc(n_out, 2), *out_p = calloc(n_out, 2);
+    dsv4_sparse_mla_decode_args_t da = mla_decode_host_args(&d);
+    da.out = out_d;
+    da.ref_out = ref_d;
+    da.ref_lse = lse_d;
+    TH_OK(t, dsv4_sparse_mla_decode_ref(&d.desc, &da));
+    dsv4_sparse_mla_prefill_desc_t pd;
+    memset(&pd, 0, sizeof pd);
+    pd.num_tokens = T;
+    pd.num_heads = H;
+    pd.kv_rows = Sm + Se;
+    pd.width = C;
+    dsv4_sparse_mla_prefill_args_t pa = {d.q, kv, ids, lens, d.sink, out_p, ref_p, lse_p};
+    TH_OK(t, dsv4_sparse_mla_prefill_ref(&pd, &pa));
+    /* Same rows, same order, same fp64 arithmetic: identical bits. */
+    TH_CHECK(t, memcmp(ref_d, ref_p, n_out * sizeof(double)) == 0, "decode and prefill references differ");
+    TH_CHECK(t, memcmp(lse_d, lse_p, (size_t)T * H * sizeof(double)) == 0, "lse differs");
+    TH_CHECK(t, memcmp(out_d, out_p, n_out * 2) == 0, "bf16 outputs differ");
+    /* Convex combination: every output lies within [min, max] of 0 and the list's rows. */
+    int bad = 0;
+    for (size_t i = 0; i < n_out && bad < 4; ++i)
+        if (fabs(ref_d[i]) > d.max_abs_k * (1 + 1e-12)) {
+            th_fail(t, __FILE__, __LINE__, "output %zu = %g exceeds max|K| = %g", i, ref_d[i], d.max_abs_k);
+            ++bad;
+        }
+    free(kv);
+    free(ids);
+    free(lens);
+    free(ref_d);
+    free(ref_p);
+    free(lse_d);
+    free(lse_p);
+    free(out_d);
+    free(out_p);
+    mla_decode_free(&d);
+}
+
+static void test_ref_decode_equals_prefill(th_ctx_t *t) {
+    const mla_decode_case_t cases[] = {
+        {3, 16, 24, 32, 2, 40, 2, 37, MLA_LENS_RANDOM, MLA_SINK_MIXED, 1.0, 1, 1, 0},
+        {2, 16, 24, 5, 9, 0, 0, 0, MLA_LENS_FULL, MLA_SINK_FINITE, 3.0, 0, 0, 32},
+        {2, 32, 8, 4, 3, 16, 8, 4, MLA_LENS_EMPTY, MLA_SINK_FINITE, 1.0, 0, 0, 0},
+        {2, 16, 8, 4, 3, 16, 8, 4, MLA_LENS_INVALID_ONLY, MLA_SINK_NONE, 1.0, 0, 0, 0},
+    };
+    for (int i = 0; i < TH_COUNT(cases); ++i) decode_vs_prefill(t, &cases[i]);
+}
+
+/* A token's result does not depend on the other tokens, and the scale is honoured:
+ * scale s with q equals the default scale with q * s / default (exactly for powers of 2). */
+static void test_ref_scale(th_ctx_t *t) {
+    const mla_prefill_case_t c = {2, 16, 40, 64, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    mla_prefill_data_t d;
+    mla_prefill_make(th_rng(t), &c, &d);
+    const size_t n = (size_t)2 * 16 * 512;
+    double *r1 = calloc(n, sizeof(double)), *r2 = calloc(n, sizeof(double));
+    uint16_t *out = calloc(n, 2);
+    dsv4_sparse_mla_prefill_args_t a = mla_prefill_host_args(&d);
+    a.out = out;
+    a.ref_out = r1;
+    d.desc.scale = 2.0f * DSV4_MLA_DEFAULT_SCALE;
+    TH_OK(t, dsv4_sparse_mla_prefill_ref(&d.desc, &a));
+    for (size_t i = 0; i < n; ++i) d.q[i] = dsv4_f32_to_bf16(2.0f * dsv4_bf16_to_f32(d.q[i]));
+    d.desc.scale = 0.0f; /* default */
+    a.ref_out = r2;
+    TH_OK(t, dsv4_sparse_mla_prefill_ref(&d.desc, &a));
+    double worst = 0;
+    for (size_t i = 0; i < n; ++i) worst = fmax(worst, fabs(r1[i] - r2[i]));
+    TH_CHECK(t, worst < 1e-12, "scale 2x default vs q*2: max difference %g", worst);
+    free(r1);
+    free(r2);
+    free(out);
+    mla_prefill_free(&d);
+}
+
+/* ---- host planning ------------------------------------------------------------------ */
+
+static dsv4_sparse_mla_decode_desc_t plan_desc(int T, int H, int main_w, int extra_w) {
+    dsv4_sparse_mla_decode_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.num_tokens = T;
+    d.num_heads = H;
+    d.main.width = main_w;
+    d.main.cache.page_tokens = 32;
+    d.main.cache.page_stride_bytes = 19008;
+    d.main.cache.num_pages = 100;
+    if (extra_w) {
+        d.has_extra = 1;
+        d.extra.width = extra_w;
+        d.extra.cache.page_tokens = 64;
+        d.extra.cache.page_stride_bytes = 37440;
+        d.extra.cache.num_pages = 2048;
+    }
+    d.sm_count = 132;
+    return d;
+}
+
+static void test_plan(th_ctx_t *t) {
+    struct {
+        int T, H, mw, ew, sm, splits, force, config;
+        int64_t want_config, want_S;
+        int want_merge;
+    } cases[] = {
+        /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = floor(264/128) = 2 */
+        {64, 64, 128, 512, 132, 0, 0, 0, 2, 2, 1},
+        /* T = 1: 16-head CTAs (4 groups), S = min(floor(264/4), 640/32 = 20) = 20 */
+        {1, 64, 128, 512, 132, 0, 0, 0, 1, 20, 1},
+        /* T = 8, 32 heads: 1 group of 32 -> units 8, S = min(33, 20) = 20 */
+        {8, 32, 128, 512, 132, 0, 0, 0, 2, 20, 1},
+        /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
+        {384, 64, 128, 512, 132, 0, 0, 0, 2, 1, 0},
+        /* SWA-only, 128 keys: floor(216/2) = 108, at most 128/32 = 4 splits */
+        {2, 16, 128, 0, 108, 0, 0, 0, 1, 4, 1},
+        /* H = 48 cannot use 32-head CTAs */
+        {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
+        /* forced */
+        {64, 64, 128, 512, 132, 1, 0, 3, 3, 1, 0},
+        {64, 64, 128, 512, 132, 1, 1, 0, 2, 1, 1},
+        {64, 64, 128, 512, 132, 16, 0, 1, 1, 16, 1},
+    };
+    for (int i = 0; i < TH_COUNT(cases); ++i) {
+        dsv4_sparse_mla_decode_desc_t d = plan_desc(cases[i].T, cases[i].H, cases[i].mw, cases[i].ew);
+        d.sm_count = cases[i].sm;
+        d.num_splits = cases[i].splits;
+        d.force_merge = cases[i].force;
+        d.config = cases[i].config;
+        dsv4_sparse_mla_plan_t p;
+        TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &p));
+        size_t ws = 0;
+        TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
+        const size_t want_ws =
+            cases[i].want_merge ? (size_t)cases[i].T * cases[i].want_S * cases[i].H * 514 * 4 : 0;
+        TH_CHECK(t,
+                 p.config == cases[i].want_config && p.num_splits == cases[i].want_S &&
+                     p.merge == cases[i].want_merge && ws == want_ws && p.workspace_bytes == ws,
+                 "case %d: config %lld S %lld merge %d ws %zu; want config %lld S %lld merge %d ws %zu", i,
+                 (long long)p.config, (long long)p.num_splits, p.merge, ws, (long long)cases[i].want_config,
+                 (long long)cases[i].want_S, cases[i].want_merge, want_ws);
+        TH_CHECK(t, p.ctas == (int64_t)cases[i].T * p.num_splits * (cases[i].H / p.heads_per_cta), "case %d: ctas %lld",
+                 i, (long long)p.ctas);
+    }
+    /* The spec's examples: T = 64, S = 4, H = 32 -> 16.8 MB; T = 384, S = 4, H = 64 -> 201 MB. */
+    dsv4_sparse_mla_decode_desc_t d = plan_desc(64, 32, 128, 512);
+    d.num_splits = 4;
+    size_t ws = 0;
+    TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
+    TH_CHECK(t, ws == 16842752, "T=64 S=4 H=32: %zu bytes", ws);
+    d = plan_desc(384, 64, 128, 512);
+    d.num_splits = 4;
+    TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
+    TH_CHECK(t, ws == 202113024, "T=384 S=4 H=64: %zu bytes", ws);
+
+    dsv4_sparse_mla_prefill_desc_t pd;
+    memset(&pd, 0, sizeof pd);
+    pd.num_tokens = 4096;
+    pd.num_heads = 64;
+    pd.kv_rows = 1000;
+    pd.width = 640;
+    dsv4_sparse_mla_plan_t p;
+    TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
+    TH_CHECK(t, p.config == 2 && p.heads_per_cta == 32 && p.warps == 4 && p.num_splits == 1 && p.ctas == 8192,
+             "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config,
+             (long long)p.heads_per_cta, (long long)p.warps, (long long)p.ctas);
+    pd.num_heads = 16;
+    TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
+    TH_CHECK(t, p.config == 1 && p.heads_per_cta == 16, "prefill H=16: config %lld", (long long)p.config);
+    TH_OK(t, dsv4_sparse_mla_prefill_workspace_size(&pd, &ws));
+    TH_CHECK(t, ws == 0, "prefill workspace %zu", ws);
+}
+
+static const th_test_t tests[] = {
+    {"attention.ref_known_answers", test_ref_known_answers, TH_CPU},
+    {"attention.ref_decode_equals_prefill", test_ref_decode_equals_prefill, TH_CPU},
+    {"attention.ref_scale", test_ref_scale, TH_CPU},
+    {"attention.plan", test_plan, TH_CPU},
+    {"attention.bad_input_decode", test_bad_input_decode, TH_CPU},
+    {"attention.bad_input_prefill", test_bad_input_prefill, TH_CPU},
+    {"attention.gpu_decode_random", test_gpu_decode_random, TH_GPU},
+    {"attention.gpu_decode_edges", test_gpu_decode_edges, TH_GPU},
+    {"attention.gpu_decode_splits", test_gpu_decode_splits, TH_GPU},
+    {"attention.gpu_decode_partials", test_gpu_decode_partials, TH_GPU},
+    {"attention.gpu_decode_direct_equals_merge", test_gpu_decode_direct_equals_merge, TH_GPU},
+    {"attention.gpu_decode_large_t", test_gpu_decode_large_t, TH_GPU},
+    {"attention.gpu_prefill_random", test_gpu_prefill_random, TH_GPU},
+    {"attention.gpu_prefill_unit_scale_error", test_gpu_prefill_unit_scale, TH_GPU},
+    {"attention.gpu_prefill_large_t", test_gpu_prefill_large_t, TH_GPU},
+    {"attention.gpu_determinism", test_gpu_determinism, TH_GPU},
+    {"attention.gpu_bad_input_writes_nothing", test_gpu_bad_input, TH_GPU},
+};
+
+int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }
