@@ -16,6 +16,10 @@
 #define KV_GATHER_THREADS (KV_GATHER_WARPS * 32)
 #define KV_GATHER_ROWS 2
 #define KV_GATHER_MAX_WORKERS 8192 /* <= 65535, the grid.y limit */
+/* Resident CTAs per SM asked of ptxas: 6 x 8 warps = 48 warps (75% of SM80/SM90, all of
+ * SM86), which caps registers at 40 per thread without spills; bytes in flight scale with
+ * resident warps, and that is what a memory-bound kernel needs. */
+#define KV_GATHER_MIN_BLOCKS 6
 #define KV_GATHER_SMEM_BYTES 0
 DSV4_SMEM_BUDGET_ASSERT(KV_GATHER_SMEM_BYTES, "kv_gather");
 

@@ -59,7 +59,7 @@ static __device__ __forceinline__ void kv_dequant8(uint32_t c0, uint32_t c1, uin
     }
 }
 
-__global__ void __launch_bounds__(KV_GATHER_THREADS) kv_gather_kernel(const kv_gather_params_t prm) {
+__global__ void __launch_bounds__(KV_GATHER_THREADS, KV_GATHER_MIN_BLOCKS) kv_gather_kernel(const kv_gather_params_t prm) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t b = blockIdx.x;
     const int64_t L = __ldg(prm.seq_lens + b);

@@ -12,6 +12,10 @@
 
 #define KV_INSERT_WARPS 8
 #define KV_INSERT_THREADS (KV_INSERT_WARPS * 32)
+/* Resident CTAs per SM asked of ptxas: 6 x 8 warps = 48 warps (75% of SM80/SM90, all of
+ * SM86), which caps registers at 40 per thread without spills; bytes in flight scale with
+ * resident warps, and that is what a memory-bound kernel needs. */
+#define KV_INSERT_MIN_BLOCKS 6
 #define KV_INSERT_SMEM_BYTES 0
 DSV4_SMEM_BUDGET_ASSERT(KV_INSERT_SMEM_BYTES, "kv_insert");
 

@@ -24,7 +24,7 @@
 #include "kvcache/kv_insert_config.h"
 #include "kvcache/kv_warp.cuh"
 
-__global__ void __launch_bounds__(KV_INSERT_THREADS)
+__global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS)
     kv_insert_kernel(const uint16_t *__restrict__ k, int64_t k_stride_row, const int64_t *__restrict__ slot_mapping,
                      uint8_t *__restrict__ cache, int64_t num_tokens, int64_t P, int64_t page_stride_bytes,
                      int64_t num_pages) {

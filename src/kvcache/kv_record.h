@@ -52,12 +52,17 @@ DSV4_HD int64_t kv_scale_offset(int64_t page, int64_t p, int64_t P, int64_t page
 }
 
 /* ---- quantization of a 64-dim block ------------------------------------------------ */
-/* One step of the block maximum: a NaN element leaves amax unchanged (the comparison is
- * false). Not fmaxf: the C library returns NaN for a signalling NaN argument, the GPU's
- * max does not, and a NaN amax would drop every earlier element. */
+/* One step of the block maximum (amax is never NaN): a NaN element leaves amax unchanged.
+ * The host compares, because the C library's fmaxf returns NaN for a signalling NaN
+ * argument (and a NaN amax would drop every earlier element); the GPU's max.f32 returns
+ * the other operand for any NaN, so there fmaxf is the same function in one instruction. */
 DSV4_HD float kv_amax_step(float amax, uint16_t x) {
     const float v = fabsf(dsv4_bf16_to_f32(x));
+#if defined(__CUDA_ARCH__)
+    return fmaxf(amax, v);
+#else
     return v > amax ? v : amax;
+#endif
 }
 /* Two bf16 elements packed in a word (low half first). */
 DSV4_HD float kv_amax_word(float amax, uint32_t w) {

@@ -94,7 +94,7 @@ static __device__ __forceinline__ void swa_kv_row(const kv_swa_params_t &prm, in
                          prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
 }
 
-__global__ void __launch_bounds__(KV_SWA_THREADS) kv_swa_write_kernel(const kv_swa_params_t prm) {
+__global__ void __launch_bounds__(KV_SWA_THREADS, KV_SWA_MIN_BLOCKS) kv_swa_write_kernel(const kv_swa_params_t prm) {
     const int lane = threadIdx.x & 31;
     const uint64_t task = (uint64_t)blockIdx.x * KV_SWA_WARPS + (threadIdx.x >> 5);
     if (task >= prm.tasks) return; /* everything below is warp-uniform */
