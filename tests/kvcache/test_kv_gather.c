@@ -123,7 +123,10 @@ void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c)
     c->desc.out_stride_row = th_rng_range(r, 0, 1) ? 0 : 512 + 8 * th_rng_range(r, 1, 4);
     const int64_t srow = c->desc.out_stride_row ? c->desc.out_stride_row : 512;
     c->desc.out_stride_req = th_rng_range(r, 0, 1) ? 0 : c->desc.out_rows * srow + 8 * th_rng_range(r, 0, 9);
-    c->desc.max_gather_len = th_rng_range(r, 0, 1) ? 0 : maxlen;
+    /* the hint only sizes the grid: unknown, exact, or far too small (one worker per request,
+     * so every warp strides over many rows) */
+    const int64_t hint = th_rng_range(r, 0, 2);
+    c->desc.max_gather_len = hint == 0 ? 0 : hint == 1 ? maxlen : th_rng_range(r, 1, 16);
     c->desc.page_tokens = g.P;
     c->desc.page_stride_bytes = g.stride;
     c->desc.num_pages = g.num_pages;

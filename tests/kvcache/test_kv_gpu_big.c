@@ -39,7 +39,7 @@ static void verify_whole_cache(th_ctx_t *t, const th_buf_t *dc, const uint8_t *i
     memset(poison, POISON_BYTE, BIG_STRIDE);
     const kvt_geom_t one = {BIG_P, BIG_STRIDE, 1};
     int64_t bad_pages = 0;
-    for (int64_t p0 = 0; p0 < BIG_PAGES && !th_failed(t); p0 += chunk_pages) {
+    for (int64_t p0 = 0; p0 < BIG_PAGES; p0 += chunk_pages) {
         const int64_t n = p0 + chunk_pages <= BIG_PAGES ? chunk_pages : BIG_PAGES - p0;
         if (!TH_CUDA(t, cudaMemcpy(buf, (const uint8_t *)th_ptr(dc) + p0 * BIG_STRIDE, (size_t)(n * BIG_STRIDE),
                                    cudaMemcpyDeviceToHost)))
