@@ -7,8 +7,9 @@
  * kv), and the q-side RMS factor. The references call them in plain loops; the kernels
  * call the same functions on the elements a lane holds.
  *
- * Quantization (spec/numerics.md 4.1): amax = max |x| with NaN left out, enc = dsv4_ue8m0_from_amax(amax) (it applies the 1e-4 floor), inv =
- * dsv4_ue8m0_inv_scale(enc), code = e4m3(clamp(x * inv, -448, 448)) with NaN -> 448.
+ * Quantization (spec/numerics.md 4.1): amax = max |x| with NaN left out, enc =
+ * dsv4_ue8m0_from_amax(amax) (it applies the 1e-4 floor), inv = dsv4_ue8m0_inv_scale(enc),
+ * code = e4m3(clamp(x * inv, -448, 448)) with NaN -> 448.
  * kv_quant_elem is that last step for a bf16 input. It equals dsv4_e4m3_quantize bit for
  * bit on its whole domain (every bf16 x, every enc: tests/kvcache checks all 65,536 x 256
  * pairs) but costs about a third of the instructions, which keeps the insert kernel
