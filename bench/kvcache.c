@@ -1,5 +1,442 @@
-/* Benchmark cases of the kvcache family (none yet: the family has not landed). */
-#include "bench.h"
+/*
+ * Benchmark cases of the kvcache family (issue 3), timed through the public API.
+ *
+ *   gather rows=R req=Q P=p     dsv4_kv_gather of R rows in total (R/Q per request) from a
+ *                               cache whose pages are shuffled over the block tables;
+ *                               bytes = R * (584 read + 1024 written); ceiling: copy
+ *   insert tokens=T P=64        dsv4_kv_insert of T rows into consecutive slots of shuffled
+ *                               pages; bytes = T * (1024 read + 584 written); ceiling: copy
+ *                               (T = 65,536) or the empty launch (T = 8,192, a latency case)
+ *   swa_write tokens=T heads=H  dsv4_kv_swa_write, V4.1 SWA page (P = 32); bytes =
+ *                               T * (H * 1024 * 2 (q read + written) + 1024 (kv) + 584)
+ *
+ * Page strides follow vLLM: P * 584 rounded up to a multiple of 576. With --check each
+ * case first compares one run with the CPU reference: every cache byte and every gathered
+ * element; for the SWA writer q is checked on every 16th token (the q reference over all
+ * 8,192 x 64 heads would take seconds) and the cache in full. Without a GPU each case runs
+ * its reference on a small model-shaped input with a known-answer or invariant check.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-const bench_case_t bench_kvcache_cases[] = {{NULL, NULL, NULL}};
-const int bench_kvcache_count = 0;
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+#include "dsv4/numerics.h"
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
+static uint16_t rng_bf16(uint64_t *s) {
+    const uint64_t v = rng_next(s);
+    return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
+}
+static int64_t page_stride(int64_t P) { return (P * 584 + 575) / 576 * 576; }
+static void shuffle_i64(uint64_t *s, int64_t *a, int64_t n) {
+    for (int64_t i = n - 1; i > 0; --i) {
+        const int64_t j = (int64_t)(rng_next(s) % (uint64_t)(i + 1)), x = a[i];
+        a[i] = a[j], a[j] = x;
+    }
+}
+/* Pages 1..n in random order (page 0 is vLLM's null page, never used). */
+static int64_t *shuffled_pages(uint64_t *s, int64_t n) {
+    int64_t *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; i < n; ++i) p[i] = i + 1;
+    shuffle_i64(s, p, n);
+    return p;
+}
+static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
+/* One checked run: launch, wait for the case's stream (downloads use the legacy stream). */
+static int launch_once(bench_ctx_t *ctx, bench_launch_fn fn, void *st, const char *name) {
+    if (fn(ctx, st) == DSV4_STATUS_SUCCESS && cudaStreamSynchronize((cudaStream_t)ctx->stream) == cudaSuccess) return 0;
+    printf("kvcache bench: %s failed: %s\n", name, dsv4_last_error());
+    return 1;
+}
+
+/* ---- gather ------------------------------------------------------------------------------ */
+typedef struct {
+    const char *name;
+    int64_t rows, reqs, P;
+} gather_cfg_t;
+static const gather_cfg_t gather_cfgs[] = {
+    {"gather rows=16384 req=1 P=64", 16384, 1, 64},     {"gather rows=16384 req=4 P=64", 16384, 4, 64},
+    {"gather rows=16384 req=1 P=256", 16384, 1, 256},   {"gather rows=16384 req=4 P=256", 16384, 4, 256},
+    {"gather rows=49152 req=1 P=64", 49152, 1, 64},     {"gather rows=49152 req=4 P=64", 49152, 4, 64},
+    {"gather rows=49152 req=1 P=256", 49152, 1, 256},   {"gather rows=49152 req=4 P=256", 49152, 4, 256},
+    {"gather rows=131072 req=1 P=64", 131072, 1, 64},   {"gather rows=131072 req=4 P=64", 131072, 4, 64},
+    {"gather rows=131072 req=1 P=256", 131072, 1, 256}, {"gather rows=131072 req=4 P=256", 131072, 4, 256},
+};
+
+typedef struct {
+    dsv4_kv_gather_desc_t d;
+    dsv4_kv_gather_args_t a;
+} gather_state_t;
+static dsv4_status_t gather_launch(bench_ctx_t *ctx, void *st) {
+    gather_state_t *g = st;
+    return dsv4_kv_gather(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void gather_cpu(void *st) {
+    gather_state_t *g = st;
+    dsv4_kv_gather_ref(&g->d, &g->a);
+}
+
+/* Host problem: a cache of random records (finite codes, scales 115..135) and block tables
+ * that spread each request over shuffled pages. */
+static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h) {
+    const int64_t per = c->rows / c->reqs, width = (per + c->P - 1) / c->P, npages = c->reqs * width + 1;
+    memset(h, 0, sizeof *h);
+    h->d = (dsv4_kv_gather_desc_t){.num_reqs = c->reqs, .block_table_width = width, .out_rows = per,
+                                   .max_gather_len = per, .page_tokens = c->P,
+                                   .page_stride_bytes = page_stride(c->P), .num_pages = npages};
+    const size_t cbytes = (size_t)(npages * h->d.page_stride_bytes);
+    uint8_t *cache = malloc(cbytes);
+    for (size_t i = 0; i < cbytes; ++i) {
+        const int64_t in = (int64_t)(i % (size_t)h->d.page_stride_bytes);
+        uint8_t b = (uint8_t)rng_next(s);
+        if (in < c->P * 576 && in % 576 < 448 && (b & 0x7F) == 0x7F) b ^= 1; /* no NaN codes */
+        if (in >= c->P * 576) b = (uint8_t)(115 + b % 21);                  /* scales */
+        cache[i] = b;
+    }
+    int32_t *seq = malloc((size_t)c->reqs * 4), *table = malloc((size_t)(c->reqs * width) * 4);
+    int64_t *pages = shuffled_pages(s, npages - 1);
+    for (int64_t b = 0; b < c->reqs; ++b) {
+        seq[b] = (int32_t)per;
+        for (int64_t j = 0; j < width; ++j) table[b * width + j] = (int32_t)pages[b * width + j];
+    }
+    free(pages);
+    h->a = (dsv4_kv_gather_args_t){cache, seq, NULL, table, malloc((size_t)(c->rows * 1024))};
+}
+static void gather_free_host(gather_state_t *h) {
+    free((void *)h->a.cache), free((void *)h->a.seq_lens), free((void *)h->a.block_table), free(h->a.out);
+}
+
+static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
+    const gather_cfg_t *c = NULL;
+    for (size_t i = 0; i < sizeof gather_cfgs / sizeof gather_cfgs[0]; ++i)
+        if (!strcmp(gather_cfgs[i].name, name)) c = &gather_cfgs[i];
+    uint64_t s = 0x6A7E;
+    gather_state_t h;
+    bench_timing_t tm;
+    if (!ctx->have_gpu) { /* 1,024 rows of a V4 page; invariant: a second gather is identical,
+                             and every NoPE value is code * 2^(enc - 127) bit for bit */
+        const gather_cfg_t small = {name, 1024, c->reqs, c->P};
+        gather_problem(&small, &s, &h);
+        bench_time_cpu(gather_cpu, &h, 5, &tm);
+        const int64_t P = c->P, per = 1024 / c->reqs;
+        int ok = 1;
+        for (int64_t b = 0; b < c->reqs && ok; ++b)
+            for (int64_t i = 0; i < per && ok; ++i) {
+                const int64_t page = h.a.block_table[b * h.d.block_table_width + i / P];
+                const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + (i % P) * 576;
+                const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + P * 576 + (i % P) * 8;
+                const uint16_t *row = h.a.out + (b * per + i) * 512;
+                for (int d = 0; d < 448; ++d)
+                    ok &= (double)dsv4_bf16_to_f32(row[d]) == ldexp(dsv4_e4m3_to_f32(rec[d]), sc[d / 64] - 127);
+                ok &= memcmp(row + 448, rec + 448, 128) == 0;
+            }
+        bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+        gather_free_host(&h);
+        return !ok;
+    }
+    gather_problem(c, &s, &h);
+    const size_t cbytes = (size_t)(h.d.num_pages * h.d.page_stride_bytes), obytes = (size_t)(c->rows * 1024);
+    gather_state_t dv = h;
+    void *dc = bench_dev_alloc(cbytes), *dseq = bench_dev_alloc((size_t)c->reqs * 4);
+    void *dtab = bench_dev_alloc((size_t)(c->reqs * h.d.block_table_width) * 4), *dout = bench_dev_alloc(obytes);
+    int rc = 1;
+    if (dc && dseq && dtab && dout && !bench_upload(dc, h.a.cache, cbytes) &&
+        !bench_upload(dseq, h.a.seq_lens, (size_t)c->reqs * 4) &&
+        !bench_upload(dtab, h.a.block_table, (size_t)(c->reqs * h.d.block_table_width) * 4)) {
+        dv.a = (dsv4_kv_gather_args_t){dc, dseq, NULL, dtab, dout};
+        int ok = 1;
+        if (ctx->check) {
+            uint16_t *got = malloc(obytes);
+            ok = !launch_once(ctx, gather_launch, &dv, name) && !bench_download(got, dout, obytes);
+            dsv4_kv_gather_ref(&h.d, &h.a);
+            ok = ok && !memcmp(got, h.a.out, obytes);
+            free(got);
+        }
+        if (bench_time(ctx, gather_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            char cfg[160];
+            snprintf(cfg, sizeof cfg, "P=%lld stride=%lld rows/req=%lld pages shuffled; check: every element",
+                     (long long)c->P, (long long)h.d.page_stride_bytes, (long long)(c->rows / c->reqs));
+            bench_report(ctx, op, name, cfg, &tm, (double)c->rows * (584 + 1024), 0, BENCH_CEIL_COPY,
+                         verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dc), bench_dev_free(dseq), bench_dev_free(dtab), bench_dev_free(dout);
+    gather_free_host(&h);
+    return rc;
+}
+
+/* ---- insert ------------------------------------------------------------------------------ */
+typedef struct {
+    dsv4_kv_insert_desc_t d;
+    dsv4_kv_insert_args_t a;
+} insert_state_t;
+static dsv4_status_t insert_launch(bench_ctx_t *ctx, void *st) {
+    insert_state_t *g = st;
+    return dsv4_kv_insert(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void insert_cpu(void *st) {
+    insert_state_t *g = st;
+    dsv4_kv_insert_ref(&g->d, &g->a);
+}
+
+/* T rows into consecutive slots of shuffled pages of a P = 64 cache (V4 SWA / C4A page). */
+static void insert_problem(int64_t T, uint64_t *s, insert_state_t *h) {
+    const int64_t P = 64, npages = (T + P - 1) / P + 1;
+    h->d = (dsv4_kv_insert_desc_t){T, 0, P, page_stride(P), npages};
+    uint16_t *k = malloc((size_t)T * 1024);
+    int64_t *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
+    for (int64_t i = 0; i < T * 512; ++i) k[i] = rng_bf16(s);
+    for (int64_t i = 0; i < T; ++i) slots[i] = pages[i / P] * P + i % P;
+    free(pages);
+    uint8_t *cache = malloc((size_t)(npages * h->d.page_stride_bytes));
+    memset(cache, 0, (size_t)(npages * h->d.page_stride_bytes));
+    h->a = (dsv4_kv_insert_args_t){k, slots, cache};
+}
+
+static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
+    const int64_t T = strstr(name, "65536") ? 65536 : 8192;
+    uint64_t s = 0x1A5E;
+    insert_state_t h;
+    bench_timing_t tm;
+    if (!ctx->have_gpu) { /* 256 tokens of the spec's ramp block (x_d = (d - 32)/8 in every
+                             block): enc 121 and the spec's codes in every record */
+        insert_problem(256, &s, &h);
+        for (int64_t i = 0; i < 256 * 512; ++i) ((uint16_t *)h.a.k)[i] = dsv4_f32_to_bf16((float)(i % 64 - 32) / 8.0f);
+        bench_time_cpu(insert_cpu, &h, 5, &tm);
+        int ok = 1;
+        for (int64_t i = 0; i < 256; ++i) {
+            const int64_t page = h.a.slot_mapping[i] / 64, p = h.a.slot_mapping[i] % 64;
+            const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + p * 576;
+            const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + 64 * 576 + p * 8;
+            for (int k = 0; k < 7; ++k)
+                ok &= sc[k] == 121 && rec[64 * k] == 0xF8 && rec[64 * k + 33] == 0x50 && rec[64 * k + 49] == 0x70 &&
+                      rec[64 * k + 63] == 0x78;
+            ok &= sc[7] == 0;
+        }
+        bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+        free((void *)h.a.k), free((void *)h.a.slot_mapping), free(h.a.cache);
+        return !ok;
+    }
+    insert_problem(T, &s, &h);
+    const size_t cbytes = (size_t)(h.d.num_pages * h.d.page_stride_bytes);
+    void *dk = bench_dev_alloc((size_t)T * 1024), *ds = bench_dev_alloc((size_t)T * 8), *dc = bench_dev_alloc(cbytes);
+    insert_state_t dv = h;
+    int rc = 1;
+    if (dk && ds && dc && !bench_upload(dk, h.a.k, (size_t)T * 1024) &&
+        !bench_upload(ds, h.a.slot_mapping, (size_t)T * 8) && !bench_upload(dc, h.a.cache, cbytes)) {
+        dv.a = (dsv4_kv_insert_args_t){dk, ds, dc};
+        int ok = 1;
+        if (ctx->check) {
+            uint8_t *got = malloc(cbytes);
+            ok = !launch_once(ctx, insert_launch, &dv, name) && !bench_download(got, dc, cbytes);
+            dsv4_kv_insert_ref(&h.d, &h.a);
+            ok = ok && !memcmp(got, h.a.cache, cbytes);
+            free(got);
+        }
+        if (bench_time(ctx, insert_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            bench_report(ctx, op, name,
+                         "P=64 stride=37440 consecutive slots of shuffled pages; check: every cache byte", &tm,
+                         (double)T * (1024 + 584), 0, T == 65536 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH,
+                         verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dk), bench_dev_free(ds), bench_dev_free(dc);
+    free((void *)h.a.k), free((void *)h.a.slot_mapping), free(h.a.cache);
+    return rc;
+}
+
+/* ---- fused SWA writer ------------------------------------------------------------------- */
+typedef struct {
+    dsv4_kv_swa_write_desc_t d;
+    dsv4_kv_swa_write_args_t a;
+} swa_state_t;
+static dsv4_status_t swa_launch(bench_ctx_t *ctx, void *st) {
+    swa_state_t *g = st;
+    return dsv4_kv_swa_write(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void swa_cpu(void *st) {
+    swa_state_t *g = st;
+    dsv4_kv_swa_write_ref(&g->d, &g->a);
+}
+
+/* N prefill tokens at positions 0..N-1 of one request, H heads, the V4.1 SWA page (P = 32),
+ * a rotary table with theta = 10000 (unit cos^2 + sin^2). */
+static void swa_problem(int64_t N, int64_t H, uint64_t *s, swa_state_t *h) {
+    const int64_t P = 32, npages = (N + P - 1) / P + 1;
+    h->d = (dsv4_kv_swa_write_desc_t){.num_tokens = N, .num_insert = N, .num_heads = H, .max_position = N,
+                                      .page_tokens = P, .page_stride_bytes = page_stride(P), .num_pages = npages,
+                                      .eps = 1e-6f};
+    uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
+    int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
+    float *cs = malloc((size_t)N * 256);
+    for (int64_t i = 0; i < N * H * 512; ++i) q[i] = rng_bf16(s);
+    for (int64_t i = 0; i < N * 512; ++i) kv[i] = rng_bf16(s);
+    for (int64_t n = 0; n < N; ++n) {
+        pos[n] = n;
+        slots[n] = pages[n / P] * P + n % P;
+        for (int i = 0; i < 32; ++i) {
+            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
+            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
+        }
+    }
+    free(pages);
+    uint8_t *cache = malloc((size_t)(npages * h->d.page_stride_bytes));
+    memset(cache, 0, (size_t)(npages * h->d.page_stride_bytes));
+    h->a = (dsv4_kv_swa_write_args_t){q, kv, pos, slots, cs, cache};
+}
+static void swa_free_host(swa_state_t *h) {
+    free(h->a.q), free((void *)h->a.kv), free((void *)h->a.position_ids), free((void *)h->a.slot_mapping);
+    free((void *)h->a.cos_sin_cache), free(h->a.cache);
+}
+
+/* The cache bytes of the kv side alone, by the reference run with one dummy q head. */
+static void swa_ref_cache(const swa_state_t *h, uint8_t *cache) {
+    swa_state_t k = *h;
+    k.d.num_heads = 1, k.d.num_heads_padded = 0, k.d.q_stride_token = 0, k.d.q_stride_head = 0;
+    k.a.q = calloc((size_t)h->d.num_tokens, 1024);
+    k.a.cache = cache;
+    dsv4_kv_swa_write_ref(&k.d, &k.a);
+    free(k.a.q);
+}
+
+/* q of every 16th token by the reference, against `got` (1 bf16 ulp, spec/numerics.md 8). */
+static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_t *got) {
+    const int64_t H = h->d.num_heads, row = H * 512;
+    int ok = 1;
+    for (int64_t n = 0; n < h->d.num_tokens && ok; n += 16) {
+        swa_state_t one = *h;
+        one.d.num_tokens = 1, one.d.num_insert = 0;
+        one.a.q = malloc((size_t)row * 2);
+        memcpy(one.a.q, q_in + n * row, (size_t)row * 2);
+        one.a.position_ids = h->a.position_ids + n;
+        dsv4_kv_swa_write_ref(&one.d, &one.a);
+        for (int64_t i = 0; i < row; ++i) {
+            const uint16_t ha = one.a.q[i], hb = got[n * row + i];
+            /* ordered-integer distance of two finite bf16 values: their distance in ulps */
+            const int32_t oa = (ha & 0x8000) ? 0x8000 - (ha & 0x7FFF) : 0x8000 + ha;
+            const int32_t ob = (hb & 0x8000) ? 0x8000 - (hb & 0x7FFF) : 0x8000 + hb;
+            const int within = oa - ob <= 1 && ob - oa <= 1;
+            if (!within && ok)
+                printf("  q token %lld element %lld: 0x%04x, reference 0x%04x\n", (long long)n, (long long)i, hb, ha);
+            ok &= within;
+        }
+        free(one.a.q);
+    }
+    return ok;
+}
+
+static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t H) {
+    /* 64 tokens: q rows come out with mean square 1 (a unit rotation keeps it), and the
+     * cache equals dsv4_kv_insert_ref of bf16(RoPE(kv)) evaluated here in the spec's form. */
+    uint64_t s = 0x5A7;
+    swa_state_t h;
+    bench_timing_t tm;
+    swa_problem(64, H, &s, &h);
+    bench_time_cpu(swa_cpu, &h, 3, &tm);
+    int ok = 1;
+    for (int64_t r = 0; r < 64 * H; ++r) {
+        double ms = 0;
+        for (int d = 0; d < 512; ++d) ms += pow(dsv4_bf16_to_f32(h.a.q[r * 512 + d]), 2) / 512.0;
+        ok &= fabs(ms - 1.0) < 0.02;
+    }
+    uint16_t *rot = malloc(64 * 1024);
+    uint8_t *want = calloc((size_t)(h.d.num_pages * h.d.page_stride_bytes), 1);
+    memcpy(rot, h.a.kv, 64 * 1024);
+    for (int64_t n = 0; n < 64; ++n)
+        for (int i = 0; i < 32; ++i) {
+            const float c = h.a.cos_sin_cache[n * 64 + i], sn = h.a.cos_sin_cache[n * 64 + 32 + i];
+            const float xa = dsv4_bf16_to_f32(h.a.kv[n * 512 + 448 + 2 * i]);
+            const float xb = dsv4_bf16_to_f32(h.a.kv[n * 512 + 449 + 2 * i]);
+            const float xbs = xb * sn, xbc = xb * c;
+            rot[n * 512 + 448 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, c, -xbs));
+            rot[n * 512 + 449 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, sn, xbc));
+        }
+    dsv4_kv_insert_desc_t di = {64, 0, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages};
+    dsv4_kv_insert_args_t ai = {rot, h.a.slot_mapping, want};
+    dsv4_kv_insert_ref(&di, &ai);
+    ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));
+    bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+    free(rot), free(want);
+    swa_free_host(&h);
+    return !ok;
+}
+
+static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
+    const int64_t H = strstr(name, "heads=64") ? 64 : 32, N = 8192;
+    if (!ctx->have_gpu) return swa_cpu_case(ctx, op, name, H);
+    uint64_t s = 0x5A7;
+    swa_state_t h;
+    bench_timing_t tm;
+    swa_problem(N, H, &s, &h);
+    const size_t qb = (size_t)(N * H) * 1024, cb = (size_t)(h.d.num_pages * h.d.page_stride_bytes);
+    void *dq = bench_dev_alloc(qb), *dkv = bench_dev_alloc((size_t)N * 1024), *dpos = bench_dev_alloc((size_t)N * 8);
+    void *dsl = bench_dev_alloc((size_t)N * 8), *dcs = bench_dev_alloc((size_t)N * 256), *dc = bench_dev_alloc(cb);
+    swa_state_t dv = h;
+    int rc = 1;
+    if (dq && dkv && dpos && dsl && dcs && dc && !bench_upload(dq, h.a.q, qb) &&
+        !bench_upload(dkv, h.a.kv, (size_t)N * 1024) && !bench_upload(dpos, h.a.position_ids, (size_t)N * 8) &&
+        !bench_upload(dsl, h.a.slot_mapping, (size_t)N * 8) && !bench_upload(dcs, h.a.cos_sin_cache, (size_t)N * 256) &&
+        !bench_upload(dc, h.a.cache, cb)) {
+        dv.a = (dsv4_kv_swa_write_args_t){dq, dkv, dpos, dsl, dcs, dc};
+        int ok = 1;
+        if (ctx->check) {
+            uint16_t *got_q = malloc(qb);
+            uint8_t *got_c = malloc(cb);
+            ok = !launch_once(ctx, swa_launch, &dv, name) && !bench_download(got_q, dq, qb) &&
+                 !bench_download(got_c, dc, cb);
+            ok = ok && swa_check_q(&h, h.a.q, got_q);
+            swa_ref_cache(&h, h.a.cache);
+            ok = ok && !memcmp(got_c, h.a.cache, cb);
+            free(got_q), free(got_c);
+        }
+        if (bench_time(ctx, swa_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            bench_report(ctx, op, name,
+                         "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every 16th token",
+                         &tm, (double)N * ((double)H * 2048 + 1024 + 584), 0, BENCH_CEIL_COPY, verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dq), bench_dev_free(dkv), bench_dev_free(dpos), bench_dev_free(dsl), bench_dev_free(dcs);
+    bench_dev_free(dc);
+    swa_free_host(&h);
+    return rc;
+}
+
+
+const bench_case_t bench_kvcache_cases[] = {
+    {"kv_gather", "gather rows=16384 req=1 P=64", run_gather},
+    {"kv_gather", "gather rows=16384 req=4 P=64", run_gather},
+    {"kv_gather", "gather rows=16384 req=1 P=256", run_gather},
+    {"kv_gather", "gather rows=16384 req=4 P=256", run_gather},
+    {"kv_gather", "gather rows=49152 req=1 P=64", run_gather},
+    {"kv_gather", "gather rows=49152 req=4 P=64", run_gather},
+    {"kv_gather", "gather rows=49152 req=1 P=256", run_gather},
+    {"kv_gather", "gather rows=49152 req=4 P=256", run_gather},
+    {"kv_gather", "gather rows=131072 req=1 P=64", run_gather},
+    {"kv_gather", "gather rows=131072 req=4 P=64", run_gather},
+    {"kv_gather", "gather rows=131072 req=1 P=256", run_gather},
+    {"kv_gather", "gather rows=131072 req=4 P=256", run_gather},
+    {"kv_insert", "insert tokens=65536 P=64", run_insert},
+    {"kv_insert", "insert tokens=8192 P=64", run_insert},
+    {"kv_swa_write", "swa_write tokens=8192 heads=64", run_swa},
+    {"kv_swa_write", "swa_write tokens=8192 heads=32", run_swa},
+};
+const int bench_kvcache_count = (int)(sizeof bench_kvcache_cases / sizeof bench_kvcache_cases[0]);

@@ -1,0 +1,185 @@
+/*
+ * CPU tests of dsv4_kv_swa_write_ref: known answers, the kv bytes against the spec's
+ * definition (RoPE in the stated fmaf form written out here, bf16, then the independent
+ * record model and dsv4_kv_insert_ref), and the q output against an fp64 evaluation.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4/numerics.h"
+#include "kv_test_util.h"
+#include "test_kvcache.h"
+
+/* A random cos/sin table: angles theta_i * pos as the model would have them. */
+static float *make_table(th_rng_t *r, int64_t max_pos) {
+    float *cs = aligned_alloc(64, (size_t)(max_pos * 64 * sizeof(float)));
+    const double base = 1.0 + 9999.0 * th_rng_unit(r);
+    for (int64_t p = 0; p < max_pos; ++p)
+        for (int i = 0; i < 32; ++i) {
+            const double ang = (double)p * pow(base, -(double)i / 32.0);
+            cs[p * 64 + i] = (float)cos(ang);
+            cs[p * 64 + 32 + i] = (float)sin(ang);
+        }
+    return cs;
+}
+
+/* The spec's kv row after RoPE and rounding: bf16(RoPE(kv)) with the fmaf form. */
+static void spec_rope_row(const uint16_t *kv, const float *cs, int64_t pos, int64_t max_pos, uint16_t *out) {
+    memcpy(out, kv, 1024);
+    for (int i = 0; i < 32; ++i) {
+        const int in = pos >= 0 && pos < max_pos;
+        const float c = in ? cs[pos * 64 + i] : 1.0f, s = in ? cs[pos * 64 + 32 + i] : 0.0f;
+        const float xa = dsv4_bf16_to_f32(kv[448 + 2 * i]), xb = dsv4_bf16_to_f32(kv[449 + 2 * i]);
+        const float xbs = xb * s, xbc = xb * c;
+        out[448 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, c, -xbs));
+        out[449 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, s, xbc));
+    }
+}
+
+void test_kv_swa_known_answers(th_ctx_t *t) {
+    /* One token, heads: all 1.0; all 2.0; all 3.0 (eps 0: rq = 1, 1/2, fl(1/3)); one
+     * padding head. Position 3 has cos 0, sin 1 (a quarter turn): (a, b) -> (-b, a). */
+    uint16_t *q = aligned_alloc(64, 4 * 1024), *kv = aligned_alloc(64, 1024);
+    float *cs = aligned_alloc(64, 4 * 64 * sizeof(float));
+    for (int i = 0; i < 4 * 64; ++i) cs[i] = (i % 64) < 32 ? 1.0f : 0.0f;
+    for (int i = 0; i < 32; ++i) cs[3 * 64 + i] = 0.0f, cs[3 * 64 + 32 + i] = 1.0f;
+    for (int h = 0; h < 4; ++h)
+        for (int d = 0; d < 512; ++d) q[h * 512 + d] = h < 3 ? dsv4_f32_to_bf16((float)(h + 1)) : 0x1234;
+    for (int d = 0; d < 512; ++d) kv[d] = dsv4_f32_to_bf16((float)(d % 7) - 3.5f);
+    const int64_t pos = 3, slot = 5;
+    uint8_t *page = aligned_alloc(64, 37440), *want = malloc(37440);
+    memset(page, 0xEE, 37440);
+    memcpy(want, page, 37440);
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = 1, .num_insert = 1, .num_heads = 3, .num_heads_padded = 4,
+                                  .max_position = 4, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 1,
+                                  .eps = 0.0f};
+    dsv4_kv_swa_write_args_t a = {q, kv, &pos, &slot, cs, page};
+    TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
+    for (int h = 0; h < 3; ++h) {
+        for (int dd = 0; dd < 448; ++dd)
+            TH_CHECK(t, q[h * 512 + dd] == 0x3F80, "head %d dim %d = 0x%04x, expected 1.0", h, dd, q[h * 512 + dd]);
+        for (int i = 0; i < 32; ++i)
+            TH_CHECK(t, q[h * 512 + 448 + 2 * i] == 0xBF80 && q[h * 512 + 449 + 2 * i] == 0x3F80,
+                     "head %d pair %d = (0x%04x, 0x%04x), expected (-1, 1)", h, i, q[h * 512 + 448 + 2 * i],
+                     q[h * 512 + 449 + 2 * i]);
+    }
+    for (int dd = 0; dd < 512; ++dd) TH_CHECK(t, q[3 * 512 + dd] == 0, "padding head dim %d not zero", dd);
+    /* kv: the quarter turn (a, b) -> (-b, a) on dims 448.. (no zeros, so no signed-zero
+     * subtleties: fmaf(a, 0, -b) = -b and fmaf(a, 1, b * 0) = a exactly), then insert. */
+    uint16_t rot[512];
+    memcpy(rot, kv, 1024);
+    for (int i = 0; i < 32; ++i) {
+        rot[448 + 2 * i] = kv[449 + 2 * i] ^ 0x8000;
+        rot[449 + 2 * i] = kv[448 + 2 * i];
+    }
+    kvt_geom_t g = {64, 37440, 1};
+    kvt_model_insert(g, want, slot, rot);
+    kvt_cmp_cache(t, "swa known answer kv", g, page, want);
+    free(q);
+    free(kv);
+    free(cs);
+    free(page);
+    free(want);
+}
+
+void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
+    th_rng_t *r = th_rng(t);
+    const kvt_geom_t g = {32, 19008, 12};
+    const int64_t N = 120, Ni = 100, max_pos = 300, kvs = 528;
+    uint16_t *q = aligned_alloc(64, (size_t)N * 1024), *kv = aligned_alloc(64, (size_t)(N * kvs * 2));
+    uint16_t *rot = aligned_alloc(64, (size_t)N * 1024);
+    float *cs = make_table(r, max_pos);
+    int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)Ni * 8);
+    for (int64_t i = 0; i < N; ++i) pos[i] = th_rng_range(r, 0, 9) == 0 ? th_rng_range(r, -3, 2 * max_pos) : th_rng_range(r, 0, max_pos - 1);
+    th_fill_bf16_normal(r, q, (size_t)N * 512, 1.0);
+    kvt_fill_rows(r, kv, N, kvs, KVT_ROW_KINDS, NULL);
+    kvt_make_slots(r, g, Ni, 1, slots);
+    uint8_t *got = aligned_alloc(64, kvt_cache_bytes(g)), *model = malloc(kvt_cache_bytes(g));
+    uint8_t *via_insert = aligned_alloc(64, kvt_cache_bytes(g));
+    for (size_t b = 0; b < kvt_cache_bytes(g); ++b) got[b] = (uint8_t)(b * 13 + 1);
+    memcpy(model, got, kvt_cache_bytes(g));
+    memcpy(via_insert, got, kvt_cache_bytes(g));
+    for (int64_t i = 0; i < Ni; ++i) {
+        spec_rope_row(kv + i * kvs, cs, pos[i], max_pos, rot + i * 512);
+        if (slots[i] >= 0 && slots[i] < g.num_pages * g.P) kvt_model_insert(g, model, slots[i], rot + i * 512);
+    }
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = N, .num_insert = Ni, .num_heads = 1, .kv_stride_row = kvs,
+                                  .max_position = max_pos, .page_tokens = g.P, .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages, .eps = 1e-6f};
+    dsv4_kv_swa_write_args_t a = {q, kv, pos, slots, cs, got};
+    TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
+    kvt_cmp_cache(t, "swa_ref kv vs model of insert(bf16(rope(kv)))", g, got, model);
+    dsv4_kv_insert_desc_t di = {.num_tokens = Ni, .page_tokens = g.P, .page_stride_bytes = g.stride,
+                                .num_pages = g.num_pages};
+    dsv4_kv_insert_args_t ai = {rot, slots, via_insert};
+    TH_OK(t, dsv4_kv_insert_ref(&di, &ai));
+    kvt_cmp_cache(t, "swa_ref kv vs dsv4_kv_insert_ref(bf16(rope(kv)))", g, got, via_insert);
+    free(q), free(kv), free(rot), free(cs), free(pos), free(slots), free(got), free(model), free(via_insert);
+}
+
+/* q against fp64: NoPE dims within 1 bf16 ulp; RoPE dims within 1 ulp of the fp64 result
+ * plus 2^-20 of the terms' magnitude (fp32 rounding before a cancelling sum is amplified
+ * relative to a small result; spec/numerics.md section 8 on the q output). */
+void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
+    th_rng_t *r = th_rng(t);
+    const int64_t N = 40, H = 3, Hp = 5, sh = 520, st = Hp * sh + 64, max_pos = 64;
+    const float eps = 1e-6f;
+    uint16_t *q = aligned_alloc(64, (size_t)(N * st * 2)), *q0 = malloc((size_t)(N * st * 2));
+    uint16_t *kv = aligned_alloc(64, 1024);
+    float *cs = make_table(r, max_pos);
+    int64_t *pos = malloc((size_t)N * 8), slot = -1;
+    for (int64_t i = 0; i < N * st; ++i) q[i] = (uint16_t)th_rng_u32(r); /* gaps: junk that must stay */
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < H; ++h) {
+            const double scale = ldexp(1.0, (int)th_rng_range(r, -20, 20));
+            th_fill_bf16_normal(r, q + n * st + h * sh, 512, scale);
+        }
+    for (int64_t n = 0; n < N; ++n) pos[n] = th_rng_range(r, 0, max_pos - 1);
+    memset(kv, 0, 1024);
+    memcpy(q0, q, (size_t)(N * st * 2));
+    uint8_t *cache = aligned_alloc(64, 19008);
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = N, .num_insert = 1, .num_heads = H, .num_heads_padded = Hp,
+                                  .q_stride_token = st, .q_stride_head = sh, .max_position = max_pos,
+                                  .page_tokens = 32, .page_stride_bytes = 19008, .num_pages = 1, .eps = eps};
+    dsv4_kv_swa_write_args_t a = {q, kv, pos, &slot, cs, cache};
+    TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
+    uint32_t worst = 0;
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t h = 0; h < Hp; ++h) {
+            const uint16_t *x = q0 + n * st + h * sh, *y = q + n * st + h * sh;
+            if (h >= H) {
+                for (int dd = 0; dd < 512; ++dd) TH_CHECK(t, y[dd] == 0, "token %lld pad head %lld dim %d", (long long)n, (long long)h, dd);
+                continue;
+            }
+            double ss = 0;
+            for (int dd = 0; dd < 512; ++dd) ss += (double)dsv4_bf16_to_f32(x[dd]) * dsv4_bf16_to_f32(x[dd]);
+            const double rq = 1.0 / sqrt(ss / 512.0 + (double)eps);
+            for (int dd = 0; dd < 448; ++dd) {
+                const uint32_t u = kvt_bf16_ulp_diff(y[dd], dsv4_f32_to_bf16((float)(dsv4_bf16_to_f32(x[dd]) * rq)));
+                worst = u > worst ? u : worst;
+                TH_CHECK(t, u <= 1, "token %lld head %lld dim %d: %u ulp", (long long)n, (long long)h, dd, u);
+            }
+            for (int i = 0; i < 32; ++i) {
+                const double c = cs[pos[n] * 64 + i], s = cs[pos[n] * 64 + 32 + i];
+                const double xa = dsv4_bf16_to_f32(x[448 + 2 * i]) * rq, xb = dsv4_bf16_to_f32(x[449 + 2 * i]) * rq;
+                const double ya = xa * c - xb * s, yb = xa * s + xb * c;
+                const double ta = fabs(xa * c) + fabs(xb * s), tb = fabs(xa * s) + fabs(xb * c);
+                const double ga = dsv4_bf16_to_f32(y[448 + 2 * i]), gb = dsv4_bf16_to_f32(y[449 + 2 * i]);
+                const double ua = ldexp(1.0, (int)floor(log2(fabs(ya) + 1e-300)) - 7);
+                const double ub = ldexp(1.0, (int)floor(log2(fabs(yb) + 1e-300)) - 7);
+                TH_CHECK(t, fabs(ga - ya) <= ua + ldexp(ta, -20), "token %lld head %lld pair %d a: %.9g vs fp64 %.9g",
+                         (long long)n, (long long)h, i, ga, ya);
+                TH_CHECK(t, fabs(gb - yb) <= ub + ldexp(tb, -20), "token %lld head %lld pair %d b: %.9g vs fp64 %.9g",
+                         (long long)n, (long long)h, i, gb, yb);
+            }
+        }
+        for (int64_t e = Hp * sh; e < st; ++e) TH_CHECK(t, q[n * st + e] == q0[n * st + e], "token %lld gap element %lld changed", (long long)n, (long long)e);
+        for (int64_t h = 0; h < Hp; ++h)
+            for (int64_t e = 512; e < sh; ++e)
+                TH_CHECK(t, q[n * st + h * sh + e] == q0[n * st + h * sh + e], "token %lld head %lld gap element %lld changed", (long long)n, (long long)h, (long long)e);
+    }
+    th_note(t, "worst NoPE difference from fp64: %u bf16 ulp", worst);
+    free(q), free(q0), free(kv), free(cs), free(pos), free(cache);
+}

@@ -1,0 +1,47 @@
+/* The kvcache test functions (test_kvcache_main.c lists them) and the gather case shared
+ * by the CPU and GPU tests. */
+#ifndef DSV4_TEST_KVCACHE_H
+#define DSV4_TEST_KVCACHE_H
+
+#include "kv_test_util.h"
+
+/* A random gather problem: cache bytes, requests, block table, descriptor. */
+typedef struct {
+    kvt_geom_t g;
+    dsv4_kv_gather_desc_t desc;
+    uint8_t *cache;
+    int32_t *seq, *glen, *table; /* glen may be NULL */
+    int64_t width, sreq, srow;   /* resolved strides */
+    size_t out_elems;            /* bf16 elements the output spans */
+} kvt_gather_case_t;
+void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c);
+void kvt_gather_case_free(kvt_gather_case_t *c);
+/* Poison everywhere, the model's rows where the contract writes. */
+void kvt_gather_expected(const kvt_gather_case_t *c, uint16_t *want);
+size_t kvt_cmp_gather(th_ctx_t *t, const char *what, const kvt_gather_case_t *c, const uint16_t *got,
+                      const uint16_t *want);
+
+/* CPU */
+void test_kv_quant_elem_all(th_ctx_t *t);
+void test_kv_insert_known_answers(th_ctx_t *t);
+void test_kv_insert_random_vs_model(th_ctx_t *t);
+void test_kv_insert_gather_roundtrip(th_ctx_t *t);
+void test_kv_swa_known_answers(th_ctx_t *t);
+void test_kv_swa_kv_equals_insert(th_ctx_t *t);
+void test_kv_swa_q_vs_fp64(th_ctx_t *t);
+void test_kv_gather_known_answers(th_ctx_t *t);
+void test_kv_gather_random_vs_model(th_ctx_t *t);
+void test_kv_plans(th_ctx_t *t);
+void test_kv_bad_input_insert(th_ctx_t *t);
+void test_kv_bad_input_swa(th_ctx_t *t);
+void test_kv_bad_input_gather(th_ctx_t *t);
+
+/* GPU */
+void test_kv_gpu_insert(th_ctx_t *t);
+void test_kv_gpu_swa(th_ctx_t *t);
+void test_kv_gpu_gather(th_ctx_t *t);
+void test_kv_gpu_big_offset(th_ctx_t *t);
+void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t);
+void test_kv_gpu_graph_capture(th_ctx_t *t);
+
+#endif
