@@ -249,7 +249,7 @@ void test_translate_packed_gpu(th_ctx_t *t) {
     tt_case_free(&c);
 }
 
-/* Decode-shaped: T = 8192 tokens, one request per token or two (MTP), contexts of 4K-64K
+/* Decode-shaped: T = 8192 tokens, one request per token or two (MTP), contexts of 1K-64K
  * tokens at ratio 4 with 64-token blocks (bs = 16), rows 0 .. n_t-1 prefix-contract. */
 void tt_case_model(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t tokens_per_req) {
     const int64_t bs = 16, ratio = 4, max_ctx = 65536, width = max_ctx / ratio / bs;
@@ -257,13 +257,13 @@ void tt_case_model(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t toke
     tt_case_make(r, c, T, K, R, width, bs, KIND_MIX, 0);
     for (int64_t i = 0; i < R * width; ++i) c->table[i] = (int32_t)th_rng_range(r, 0, 200000);
     for (int64_t t = 0; t < T; ++t) {
-        const int64_t ctx = th_rng_range(r, 4096, max_ctx), n = ctx / ratio;
+        const int64_t ctx = th_rng_range(r, 1024, max_ctx), n = ctx / ratio;
         c->t2r[t] = (int32_t)(t / tokens_per_req);
         c->valid[t] = 1;
         for (int64_t j = 0; j < K; ++j)
             c->topk[t * K + j] = j < n ? (int32_t)(n <= K ? j : th_rng_range(r, 0, n - 1)) : -1;
     }
-    snprintf(c->name, sizeof c->name, "model T=%lld K=%lld tokens/req=%lld ctx 4K-64K r=4 bs=16", (long long)T,
+    snprintf(c->name, sizeof c->name, "model T=%lld K=%lld tokens/req=%lld ctx 1K-64K r=4 bs=16", (long long)T,
              (long long)K, (long long)tokens_per_req);
 }
 
