@@ -181,7 +181,7 @@ extern "C" dsv4_status_t dsv4_combine_topk_swa_launch(const dsv4_cmb_params_t *p
                     : which == 2 ? (const void *)cmb_kernel<true, false>
                                  : (const void *)cmb_kernel<true, true>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem[which]));
-    const unsigned grid = (unsigned)((p->num_tokens + DSV4_CMB_WARPS - 1) / DSV4_CMB_WARPS);
+    const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_CMB_WARPS - 1) / DSV4_CMB_WARPS);
     cudaStream_t s = (cudaStream_t)stream;
     switch (which) {
     case 0: cmb_kernel<false, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;

@@ -37,6 +37,40 @@
 #include "indices/index_device.cuh"
 #include "indices/topk_translate_config.h"
 
+/* Translates and stores the segment's chunks (seg/4 + lane + 32u). STAGED: the pages
+ * [pmin, pmin + range) sit in `stage`; else the lookups read the table row `tab`. Two
+ * instantiations instead of a per-element select keep the live ranges short. */
+template <bool STAGED, bool VOUT, bool PACKED>
+static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4],
+                                               int seg, int lane, int ncols, uint32_t vlimit,
+                                               const int32_t *__restrict__ tab, const int32_t *stage, int pmin,
+                                               int32_t *__restrict__ dst) {
+    const uint32_t bs = (uint32_t)p.block_size;
+#pragma unroll
+    for (int u = 0; u < DSV4_TT_UNROLL; ++u) {
+        const int c = (seg >> 2) + lane + 32 * u;
+        if (4 * c >= ncols) continue;
+        int o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const uint32_t x = (uint32_t)v[u][e];
+            o[e] = -1;
+            if (x < vlimit) {
+                const uint32_t page = dsv4_idx_div(x, p.bs_div);
+                const int32_t phys = STAGED ? stage[page - (uint32_t)pmin] : __ldg(tab + page);
+                o[e] = (int32_t)((uint32_t)phys * bs + (x - page * bs));
+            }
+        }
+        if (PACKED) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (4 * c + e < ncols) dst[4 * c + e] = o[e];
+        } else {
+            dsv4_idx_store4<VOUT>(dst, c, o, ncols);
+        }
+    }
+}
+
 /* Translates columns [0, ncols) of row t into dst (dense: 4-column chunks at dst + 4c;
  * packed: elements dst[j]) using `stage` (this warp's shared slice). Returns the number of
  * valid entries among those columns (the same value in every lane). */
@@ -45,7 +79,6 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
                                              int32_t *__restrict__ dst, int ncols, int32_t *stage, int lane) {
     const int32_t *in = p.topk_indices + t * p.topk_stride;
     const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
-    const uint32_t bs = (uint32_t)p.block_size;
     const uint32_t vlimit = rok ? p.vlimit : 0u; /* no valid index for an unknown request */
     int total = 0;
     for (int seg = 0; seg < ncols; seg += DSV4_TT_SEG) {
@@ -87,37 +120,15 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
                 __syncwarp();
             }
         }
-#pragma unroll
-        for (int u = 0; u < DSV4_TT_UNROLL; ++u) {
-            const int c = (seg >> 2) + lane + 32 * u;
-            if (4 * c >= ncols) continue;
-            int o[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const uint32_t x = (uint32_t)v[u][e];
-                o[e] = -1;
-                if (x < vlimit) {
-                    const uint32_t page = dsv4_idx_div(x, p.bs_div);
-                    const uint32_t off = x - page * bs;
-                    const int32_t phys = staged ? stage[page - (uint32_t)pmin] : __ldg(tab + page);
-                    o[e] = (int32_t)((uint32_t)phys * bs + off);
-                }
-            }
-            if (PACKED) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (4 * c + e < ncols) dst[4 * c + e] = o[e];
-            } else {
-                dsv4_idx_store4<VOUT>(dst, c, o, ncols);
-            }
-        }
+        if (staged) tt_emit<true, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
+        else tt_emit<false, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
         __syncwarp(); /* the next segment may overwrite the slice */
     }
     return total;
 }
 
 template <bool VEC>
-__global__ void __launch_bounds__(DSV4_TT_THREADS) tt_dense_kernel(const dsv4_tt_params_t p) {
+__global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_dense_kernel(const dsv4_tt_params_t p) {
     __shared__ int32_t stage[DSV4_TT_WARPS][DSV4_TT_STAGE_PAGES];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = (int64_t)blockIdx.x * DSV4_TT_WARPS + warp;
@@ -130,7 +141,7 @@ __global__ void __launch_bounds__(DSV4_TT_THREADS) tt_dense_kernel(const dsv4_tt
 }
 
 template <bool VIN>
-__global__ void __launch_bounds__(DSV4_TT_THREADS) tt_count_kernel(const dsv4_tt_params_t p) {
+__global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_count_kernel(const dsv4_tt_params_t p) {
     __shared__ int warp_total[DSV4_TT_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t row0 = (int64_t)blockIdx.x * p.group_rows;
@@ -167,7 +178,7 @@ __global__ void __launch_bounds__(DSV4_TT_THREADS) tt_count_kernel(const dsv4_tt
 }
 
 template <bool VIN>
-__global__ void __launch_bounds__(DSV4_TT_THREADS) tt_pack_kernel(const dsv4_tt_params_t p) {
+__global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_pack_kernel(const dsv4_tt_params_t p) {
     __shared__ int32_t stage[DSV4_TT_WARPS][DSV4_TT_STAGE_PAGES];
     __shared__ int warp_part[DSV4_TT_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -205,7 +216,7 @@ extern "C" dsv4_status_t dsv4_topk_translate_launch(const dsv4_tt_params_t *p, d
     if (p->num_tokens == 0) return DSV4_STATUS_SUCCESS;
     const void *k = p->vec ? (const void *)tt_dense_kernel<true> : (const void *)tt_dense_kernel<false>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, p->vec ? &smem_vec : &smem_scalar));
-    const unsigned grid = (unsigned)((p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS);
+    const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS);
     if (p->vec) tt_dense_kernel<true><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
     else tt_dense_kernel<false><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
     return dsv4_launch_status(op);
