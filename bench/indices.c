@@ -30,7 +30,9 @@ uint64_t idxb_next(uint64_t *s) { /* splitmix64: deterministic inputs, no test h
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi) { return lo + (int64_t)(idxb_next(s) % (uint64_t)(hi - lo + 1)); }
+int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(idxb_next(s) % (uint64_t)(hi - lo + 1));
+}
 
 void *idxb_upload(const void *host, size_t bytes) {
     void *d = bench_dev_alloc(bytes);
@@ -39,6 +41,11 @@ void *idxb_upload(const void *host, size_t bytes) {
         return NULL;
     }
     return d;
+}
+
+void idxb_free_all(const void *const host[], int n_host, const void *const dev[], int n_dev) {
+    for (int i = 0; i < n_host; ++i) free((void *)host[i]);
+    for (int i = 0; i < n_dev; ++i) bench_dev_free((void *)dev[i]);
 }
 
 int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t n) {
@@ -100,16 +107,10 @@ static void cmb_make(cmb_state_t *s, int64_t T, int64_t topk, int64_t ratio) {
 }
 
 static void cmb_free(cmb_state_t *s) {
-    free((void *)s->h.topk_indices);
-    free((void *)s->h.query_start_loc);
-    free((void *)s->h.seq_lens);
-    free((void *)s->h.gather_lens);
-    bench_dev_free((void *)s->dev.topk_indices);
-    bench_dev_free((void *)s->dev.query_start_loc);
-    bench_dev_free((void *)s->dev.seq_lens);
-    bench_dev_free((void *)s->dev.gather_lens);
-    bench_dev_free(s->dev.combined);
-    bench_dev_free(s->dev.combined_lens);
+    const void *host[] = {s->h.topk_indices, s->h.query_start_loc, s->h.seq_lens, s->h.gather_lens};
+    const void *dev[] = {s->dev.topk_indices, s->dev.query_start_loc, s->dev.seq_lens,
+                         s->dev.gather_lens,  s->dev.combined,        s->dev.combined_lens};
+    idxb_free_all(host, 4, dev, 6);
 }
 
 /* Invariants of a reference result for the no-GPU path: every row ends its list with the
@@ -162,10 +163,12 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
         bench_time_cpu(cmb_cpu_fn, &s, 5, &tm);
         bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
     } else {
-        dsv4_combine_topk_swa_args_t dev = {
-            idxb_upload(s.h.topk_indices, (size_t)(Tn * topk) * 4), idxb_upload(s.h.query_start_loc, 5 * 4),
-            idxb_upload(s.h.seq_lens, 4 * 4), idxb_upload(s.h.gather_lens, 4 * 4),
-            bench_dev_alloc((size_t)(Tn * C) * 4), bench_dev_alloc((size_t)Tn * 4)};
+        dsv4_combine_topk_swa_args_t dev = {idxb_upload(s.h.topk_indices, (size_t)(Tn * topk) * 4),
+                                            idxb_upload(s.h.query_start_loc, 5 * 4),
+                                            idxb_upload(s.h.seq_lens, 4 * 4),
+                                            idxb_upload(s.h.gather_lens, 4 * 4),
+                                            bench_dev_alloc((size_t)(Tn * C) * 4),
+                                            bench_dev_alloc((size_t)Tn * 4)};
         s.dev = dev;
         const char *check = "skipped";
         if (ctx->check) {
@@ -198,9 +201,15 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
     return !ok;
 }
 
-static int combine_8192_512(bench_ctx_t *c, const char *op, const char *n) { return run_combine(c, op, n, 8192, 512, 4); }
-static int combine_8192_1024(bench_ctx_t *c, const char *op, const char *n) { return run_combine(c, op, n, 8192, 1024, 4); }
-static int combine_1536_512(bench_ctx_t *c, const char *op, const char *n) { return run_combine(c, op, n, 1536, 512, 4); }
+static int combine_8192_512(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 8192, 512, 4);
+}
+static int combine_8192_1024(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 8192, 1024, 4);
+}
+static int combine_1536_512(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 1536, 512, 4);
+}
 static int combine_8192_swa(bench_ctx_t *c, const char *op, const char *n) { return run_combine(c, op, n, 8192, 0, 0); }
 
 const bench_case_t bench_indices_cases[] = {

@@ -53,14 +53,11 @@ static void tt_make(tt_state_t *s, int64_t T, int64_t K) {
 }
 
 static void tt_free(tt_state_t *s) {
-    free(s->topk);
-    free(s->t2r);
-    free(s->valid);
-    free(s->table);
-    void *dev[] = {(void *)s->dev.topk_indices, (void *)s->dev.token_to_req, (void *)s->dev.block_table,
-                   (void *)s->dev.is_valid_token, s->dev.global_indices, s->dev.lens, s->pdev.indptr, s->pdev.packed,
-                   s->ws};
-    for (int i = 0; i < 9; ++i) bench_dev_free(dev[i]);
+    const void *host[] = {s->topk, s->t2r, s->valid, s->table};
+    const void *dev[] = {s->dev.topk_indices,   s->dev.token_to_req,   s->dev.block_table,
+                         s->dev.is_valid_token, s->dev.global_indices, s->dev.lens,
+                         s->pdev.indptr,        s->pdev.packed,        s->ws};
+    idxb_free_all(host, 4, dev, 9);
 }
 
 static int tt_upload(tt_state_t *s, int packed) {
@@ -75,8 +72,12 @@ static int tt_upload(tt_state_t *s, int packed) {
     } else {
         dsv4_topk_translate_packed_workspace_size(&s->d, &s->ws_bytes);
         s->ws = bench_dev_alloc(s->ws_bytes);
-        dsv4_topk_translate_packed_args_t p = {s->dev.topk_indices, s->dev.token_to_req, s->dev.block_table,
-                                               s->dev.is_valid_token, s->dev.lens, bench_dev_alloc((size_t)(T + 1) * 4),
+        dsv4_topk_translate_packed_args_t p = {s->dev.topk_indices,
+                                               s->dev.token_to_req,
+                                               s->dev.block_table,
+                                               s->dev.is_valid_token,
+                                               s->dev.lens,
+                                               bench_dev_alloc((size_t)(T + 1) * 4),
                                                bench_dev_alloc((size_t)(T * K) * 4)};
         s->pdev = p;
     }
@@ -107,8 +108,8 @@ static void tt_cpu_dense(void *state) {
 }
 static void tt_cpu_packed(void *state) {
     tt_state_t *s = state;
-    dsv4_topk_translate_packed_args_t a = {s->topk, s->t2r, s->table, s->valid, s->pdev.lens, s->pdev.indptr,
-                                           s->pdev.packed};
+    dsv4_topk_translate_packed_args_t a = {s->topk,      s->t2r,         s->table,      s->valid,
+                                           s->pdev.lens, s->pdev.indptr, s->pdev.packed};
     dsv4_topk_translate_packed_ref(&s->d, &a);
 }
 
@@ -184,8 +185,8 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t K,
     bench_timing_t tm;
     if (ok && bench_time(ctx, packed ? tt_launch_packed : tt_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         char shape[160];
-        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request",
-                 (long long)K, TT_BS, TT_WIDTH);
+        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request", (long long)K,
+                 TT_BS, TT_WIDTH);
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
         const double out_b = packed ? 4.0 * (double)(s.valid_total + 2 * T + 1) : 4.0 * (double)(T * K + T);
@@ -227,18 +228,11 @@ static void dsw_make(dsw_state_t *s, int64_t T) {
 }
 
 static void dsw_free(dsw_state_t *s) {
-    free((void *)s->h.token_to_req);
-    free((void *)s->h.positions);
-    free((void *)s->h.is_valid_token);
-    free((void *)s->h.block_table);
-    free(s->h.swa_indices);
-    free(s->h.swa_lens);
-    bench_dev_free((void *)s->dev.token_to_req);
-    bench_dev_free((void *)s->dev.positions);
-    bench_dev_free((void *)s->dev.is_valid_token);
-    bench_dev_free((void *)s->dev.block_table);
-    bench_dev_free(s->dev.swa_indices);
-    bench_dev_free(s->dev.swa_lens);
+    const void *host[] = {s->h.token_to_req, s->h.positions,   s->h.is_valid_token,
+                          s->h.block_table,  s->h.swa_indices, s->h.swa_lens};
+    const void *dev[] = {s->dev.token_to_req, s->dev.positions,   s->dev.is_valid_token,
+                         s->dev.block_table,  s->dev.swa_indices, s->dev.swa_lens};
+    idxb_free_all(host, 6, dev, 6);
 }
 
 static dsv4_status_t dsw_launch(bench_ctx_t *ctx, void *state) {
@@ -259,8 +253,9 @@ static int dsw_invariants(const dsw_state_t *s) {
         if (s->h.swa_lens[t] != len) return 0;
         for (int64_t j = 0; j < W; ++j) {
             const int64_t q = pos - len + 1 + j;
-            if (j >= len ? row[j] != -1
-                         : (row[j] % DSW_P != q % DSW_P || row[j] / DSW_P != s->h.block_table[t * DSW_WIDTH + q / DSW_P]))
+            if (j >= len
+                    ? row[j] != -1
+                    : (row[j] % DSW_P != q % DSW_P || row[j] / DSW_P != s->h.block_table[t * DSW_WIDTH + q / DSW_P]))
                 return 0;
         }
     }
@@ -280,12 +275,10 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
         dsw_free(&s);
         return !ok;
     }
-    dsv4_decode_swa_indices_args_t dev = {idxb_upload(s.h.token_to_req, (size_t)T * 4),
-                                          idxb_upload(s.h.positions, (size_t)T * 4),
-                                          idxb_upload(s.h.is_valid_token, (size_t)T),
-                                          idxb_upload(s.h.block_table, (size_t)(T * DSW_WIDTH) * 4),
-                                          bench_dev_alloc((size_t)(T * 128) * 4),
-                                          bench_dev_alloc((size_t)T * 4)};
+    dsv4_decode_swa_indices_args_t dev = {
+        idxb_upload(s.h.token_to_req, (size_t)T * 4), idxb_upload(s.h.positions, (size_t)T * 4),
+        idxb_upload(s.h.is_valid_token, (size_t)T),   idxb_upload(s.h.block_table, (size_t)(T * DSW_WIDTH) * 4),
+        bench_dev_alloc((size_t)(T * 128) * 4),       bench_dev_alloc((size_t)T * 4)};
     s.dev = dev;
     const char *check = "skipped";
     if (ctx->check) {

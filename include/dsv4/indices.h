@@ -119,8 +119,7 @@ typedef struct dsv4_topk_translate_packed_args {
 } dsv4_topk_translate_packed_args_t;
 
 dsv4_status_t dsv4_topk_translate_packed_check(const dsv4_topk_translate_packed_desc_t *desc);
-dsv4_status_t dsv4_topk_translate_packed_workspace_size(const dsv4_topk_translate_packed_desc_t *desc,
-                                                        size_t *bytes);
+dsv4_status_t dsv4_topk_translate_packed_workspace_size(const dsv4_topk_translate_packed_desc_t *desc, size_t *bytes);
 dsv4_status_t dsv4_topk_translate_packed(const dsv4_topk_translate_packed_desc_t *desc,
                                          const dsv4_topk_translate_packed_args_t *args, void *workspace,
                                          size_t workspace_bytes, dsv4_stream_t stream);
@@ -249,8 +248,7 @@ typedef struct dsv4_decode_swa_indices_args {
 } dsv4_decode_swa_indices_args_t;
 
 dsv4_status_t dsv4_decode_swa_indices_check(const dsv4_decode_swa_indices_desc_t *desc);
-dsv4_status_t dsv4_decode_swa_indices_workspace_size(const dsv4_decode_swa_indices_desc_t *desc,
-                                                     size_t *bytes); /* 0 */
+dsv4_status_t dsv4_decode_swa_indices_workspace_size(const dsv4_decode_swa_indices_desc_t *desc, size_t *bytes); /* 0 */
 dsv4_status_t dsv4_decode_swa_indices(const dsv4_decode_swa_indices_desc_t *desc,
                                       const dsv4_decode_swa_indices_args_t *args, void *workspace,
                                       size_t workspace_bytes, dsv4_stream_t stream);

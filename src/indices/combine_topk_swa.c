@@ -38,14 +38,13 @@ dsv4_status_t dsv4_cmb_validate(const char *op, const dsv4_combine_topk_swa_desc
                                 const dsv4_combine_topk_swa_args_t *a, dsv4_cmb_layout_t *l) {
     DSV4_TRY(cmb_check_desc(op, d, l));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
-    if (l->topk_load > 0) DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
-    else DSV4_TRY(dsv4_check_align(op, "topk_indices", a->topk_indices, 4)); /* unused; NULL allowed */
-    DSV4_TRY(dsv4_idx_check_i32(op, "query_start_loc", a->query_start_loc));
-    DSV4_TRY(dsv4_idx_check_i32(op, "seq_lens", a->seq_lens));
-    DSV4_TRY(dsv4_idx_check_i32(op, "gather_lens", a->gather_lens));
-    DSV4_TRY(dsv4_idx_check_i32(op, "combined", a->combined));
-    DSV4_TRY(dsv4_idx_check_i32(op, "combined_lens", a->combined_lens));
-    return DSV4_STATUS_SUCCESS;
+    if (l->topk_load > 0)
+        DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
+    else
+        DSV4_TRY(dsv4_check_align(op, "topk_indices", a->topk_indices, 4)); /* unused; NULL allowed */
+    const char *names[] = {"query_start_loc", "seq_lens", "gather_lens", "combined", "combined_lens"};
+    const void *ptrs[] = {a->query_start_loc, a->seq_lens, a->gather_lens, a->combined, a->combined_lens};
+    return dsv4_idx_check_i32_all(op, 5, names, ptrs);
 }
 
 dsv4_status_t dsv4_combine_topk_swa_check(const dsv4_combine_topk_swa_desc_t *desc) {
@@ -55,10 +54,7 @@ dsv4_status_t dsv4_combine_topk_swa_check(const dsv4_combine_topk_swa_desc_t *de
 
 dsv4_status_t dsv4_combine_topk_swa_workspace_size(const dsv4_combine_topk_swa_desc_t *desc, size_t *bytes) {
     dsv4_cmb_layout_t l;
-    DSV4_TRY(cmb_check_desc("combine_topk_swa", desc, &l));
-    DSV4_TRY(dsv4_check_ptr("combine_topk_swa", "bytes", bytes));
-    *bytes = 0;
-    return DSV4_STATUS_SUCCESS;
+    return dsv4_idx_no_workspace("combine_topk_swa", cmb_check_desc("combine_topk_swa", desc, &l), bytes);
 }
 
 dsv4_status_t dsv4_combine_topk_swa(const dsv4_combine_topk_swa_desc_t *desc, const dsv4_combine_topk_swa_args_t *args,
@@ -66,8 +62,7 @@ dsv4_status_t dsv4_combine_topk_swa(const dsv4_combine_topk_swa_desc_t *desc, co
     static const char *op = "combine_topk_swa";
     dsv4_cmb_layout_t l;
     DSV4_TRY(dsv4_cmb_validate(op, desc, args, &l));
-    DSV4_TRY(dsv4_check_workspace(op, 0, workspace, workspace_bytes));
-    DSV4_TRY(dsv4_check_stream(op, stream));
+    DSV4_TRY(dsv4_idx_check_launch(op, 0, workspace, workspace_bytes, stream));
     dsv4_cmb_params_t p = {0};
     p.topk_indices = l.topk_load > 0 ? args->topk_indices : NULL;
     p.qsl = args->query_start_loc;

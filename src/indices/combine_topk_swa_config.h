@@ -34,7 +34,7 @@ typedef struct dsv4_cmb_params {
     int32_t topk;      /* TOP_K                                                          */
     int32_t topk_load; /* columns that may be read: TOP_K, or 0 when ratio == 0            */
     int32_t window, ratio, cols, slab_rows, swa_row0;
-    int32_t vec;       /* 16-byte loads and stores allowed                               */
+    int32_t vec; /* 16-byte loads and stores allowed                               */
 } dsv4_cmb_params_t;
 
 typedef struct dsv4_cmb_layout {

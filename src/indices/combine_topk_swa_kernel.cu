@@ -84,8 +84,7 @@ struct cmb_row {
     uint32_t b0;  /* region B value at column j is b0 + j               */
 };
 
-template <bool V4>
-static __device__ __forceinline__ cmb_row cmb_regions(const dsv4_cmb_params_t &p, const cmb_req &r) {
+template <bool V4> static __device__ __forceinline__ cmb_row cmb_regions(const dsv4_cmb_params_t &p, const cmb_req &r) {
     cmb_row w;
     int topk_len = 0, swa_len = 0;
     int64_t swa_start = 0;
@@ -131,8 +130,7 @@ static __device__ __forceinline__ void cmb_emit(const dsv4_cmb_params_t &p, cons
     }
 }
 
-template <bool V4, bool VEC>
-__global__ void __launch_bounds__(DSV4_CMB_THREADS) cmb_kernel(const dsv4_cmb_params_t p) {
+template <bool V4, bool VEC> __global__ void __launch_bounds__(DSV4_CMB_THREADS) cmb_kernel(const dsv4_cmb_params_t p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = (int64_t)blockIdx.x * DSV4_CMB_WARPS + warp;
     if (t >= p.num_tokens) return; /* whole warps; no CTA barrier in this kernel */

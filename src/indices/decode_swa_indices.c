@@ -19,13 +19,10 @@ dsv4_status_t dsv4_dsw_validate(const char *op, const dsv4_decode_swa_indices_de
                                 const dsv4_decode_swa_indices_args_t *a, dsv4_dsw_strides_t *s) {
     DSV4_TRY(dsw_check_desc(op, d, s));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
-    DSV4_TRY(dsv4_idx_check_i32(op, "token_to_req", a->token_to_req));
-    DSV4_TRY(dsv4_idx_check_i32(op, "positions", a->positions));
-    DSV4_TRY(dsv4_check_ptr(op, "is_valid_token", a->is_valid_token));
-    DSV4_TRY(dsv4_idx_check_i32(op, "block_table", a->block_table));
-    DSV4_TRY(dsv4_idx_check_i32(op, "swa_indices", a->swa_indices));
-    DSV4_TRY(dsv4_idx_check_i32(op, "swa_lens", a->swa_lens));
-    return DSV4_STATUS_SUCCESS;
+    const char *names[] = {"token_to_req", "positions", "block_table", "swa_indices", "swa_lens"};
+    const void *ptrs[] = {a->token_to_req, a->positions, a->block_table, a->swa_indices, a->swa_lens};
+    DSV4_TRY(dsv4_idx_check_i32_all(op, 5, names, ptrs));
+    return dsv4_check_ptr(op, "is_valid_token", a->is_valid_token);
 }
 
 dsv4_status_t dsv4_decode_swa_indices_check(const dsv4_decode_swa_indices_desc_t *desc) {
@@ -35,10 +32,7 @@ dsv4_status_t dsv4_decode_swa_indices_check(const dsv4_decode_swa_indices_desc_t
 
 dsv4_status_t dsv4_decode_swa_indices_workspace_size(const dsv4_decode_swa_indices_desc_t *desc, size_t *bytes) {
     dsv4_dsw_strides_t s;
-    DSV4_TRY(dsw_check_desc("decode_swa_indices", desc, &s));
-    DSV4_TRY(dsv4_check_ptr("decode_swa_indices", "bytes", bytes));
-    *bytes = 0;
-    return DSV4_STATUS_SUCCESS;
+    return dsv4_idx_no_workspace("decode_swa_indices", dsw_check_desc("decode_swa_indices", desc, &s), bytes);
 }
 
 dsv4_status_t dsv4_decode_swa_indices(const dsv4_decode_swa_indices_desc_t *desc,
@@ -47,8 +41,7 @@ dsv4_status_t dsv4_decode_swa_indices(const dsv4_decode_swa_indices_desc_t *desc
     static const char *op = "decode_swa_indices";
     dsv4_dsw_strides_t s;
     DSV4_TRY(dsv4_dsw_validate(op, desc, args, &s));
-    DSV4_TRY(dsv4_check_workspace(op, 0, workspace, workspace_bytes));
-    DSV4_TRY(dsv4_check_stream(op, stream));
+    DSV4_TRY(dsv4_idx_check_launch(op, 0, workspace, workspace_bytes, stream));
     dsv4_dsw_params_t p = {0};
     p.token_to_req = args->token_to_req;
     p.positions = args->positions;

@@ -21,8 +21,7 @@
 #include "indices/decode_swa_indices_config.h"
 #include "indices/index_device.cuh"
 
-template <bool VEC>
-__global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kernel(const dsv4_dsw_params_t p) {
+template <bool VEC> __global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kernel(const dsv4_dsw_params_t p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = (int64_t)blockIdx.x * DSV4_DSW_WARPS + warp;
     if (t >= p.num_tokens) return; /* whole warps; no CTA barrier in this kernel */
@@ -60,7 +59,9 @@ extern "C" dsv4_status_t dsv4_decode_swa_indices_launch(const dsv4_dsw_params_t 
     const void *k = p->vec ? (const void *)dsw_kernel<true> : (const void *)dsw_kernel<false>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem[p->vec != 0]));
     const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_DSW_WARPS - 1) / DSV4_DSW_WARPS);
-    if (p->vec) dsw_kernel<true><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
-    else dsw_kernel<false><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    if (p->vec)
+        dsw_kernel<true><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    else
+        dsw_kernel<false><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
     return dsv4_launch_status(op);
 }

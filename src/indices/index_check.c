@@ -23,3 +23,22 @@ dsv4_status_t dsv4_idx_check_stride(const char *op, const char *what, int64_t st
 int dsv4_idx_vec16(const void *p, int64_t stride, int64_t width) {
     return ((uintptr_t)p % 16u) == 0 && stride % 4 == 0 && width % 4 == 0;
 }
+
+dsv4_status_t dsv4_idx_check_i32_all(const char *op, int n, const char *const names[], const void *const ptrs[]) {
+    for (int i = 0; i < n; ++i) DSV4_TRY(dsv4_idx_check_i32(op, names[i], ptrs[i]));
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t dsv4_idx_no_workspace(const char *op, dsv4_status_t desc_status, size_t *bytes) {
+    DSV4_TRY(desc_status);
+    DSV4_TRY(dsv4_check_ptr(op, "bytes", bytes));
+    *bytes = 0;
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t dsv4_idx_check_launch(const char *op, size_t need, const void *ws, size_t ws_bytes,
+                                    dsv4_stream_t stream) {
+    DSV4_TRY(dsv4_check_workspace(op, need, ws, ws_bytes));
+    if (need > 0) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 4));
+    return dsv4_check_stream(op, stream);
+}

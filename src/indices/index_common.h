@@ -36,9 +36,7 @@ static inline dsv4_idx_fastdiv_t dsv4_idx_fastdiv_make(uint32_t d) {
 }
 
 /* floor(n / d) for 0 <= n < 2^31. */
-DSV4_HD uint32_t dsv4_idx_div(uint32_t n, dsv4_idx_fastdiv_t f) {
-    return (uint32_t)(((uint64_t)n * f.mul) >> f.shift);
-}
+DSV4_HD uint32_t dsv4_idx_div(uint32_t n, dsv4_idx_fastdiv_t f) { return (uint32_t)(((uint64_t)n * f.mul) >> f.shift); }
 
 /* Values the library writes as "invalid". */
 #define DSV4_IDX_INVALID (-1)

@@ -17,8 +17,7 @@
  * VEC: one 16-byte load; the caller guarantees the row is 16-byte aligned and the chunk
  * lies inside the row. Otherwise element loads, and columns >= ncols read as -1. */
 template <bool VEC>
-static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t *__restrict__ row, int c,
-                                                      int ncols) {
+static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t *__restrict__ row, int c, int ncols) {
     if (VEC) {
         const int4 x = __ldg(reinterpret_cast<const int4 *>(row) + c);
         v[0] = x.x;
@@ -34,8 +33,7 @@ static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t
 /* Store columns 4c .. 4c+3 (those < ncols in the element form). The outputs are written
  * once and read by another kernel later, so the stores are streaming (evict-first). */
 template <bool VEC>
-static __device__ __forceinline__ void dsv4_idx_store4(int32_t *__restrict__ row, int c, const int (&v)[4],
-                                                       int ncols) {
+static __device__ __forceinline__ void dsv4_idx_store4(int32_t *__restrict__ row, int c, const int (&v)[4], int ncols) {
     if (VEC) {
         __stcs(reinterpret_cast<int4 *>(row) + c, make_int4(v[0], v[1], v[2], v[3]));
     } else {

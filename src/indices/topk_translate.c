@@ -29,29 +29,28 @@ dsv4_status_t dsv4_tt_validate(const char *op, const dsv4_topk_translate_desc_t 
                                dsv4_tt_strides_t *s) {
     DSV4_TRY(tt_check_desc(op, d, packed, s));
     DSV4_TRY(dsv4_check_ptr(op, "args", args));
+    const char *names[] = {"topk_indices", "token_to_req", "block_table", "global_indices", "lens", "indptr", "packed"};
     if (packed) {
-        const dsv4_topk_translate_packed_args_t *a = args;
-        DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
-        DSV4_TRY(dsv4_idx_check_i32(op, "token_to_req", a->token_to_req));
-        DSV4_TRY(dsv4_idx_check_i32(op, "block_table", a->block_table));
-        DSV4_TRY(dsv4_check_ptr(op, "is_valid_token", a->is_valid_token));
-        DSV4_TRY(dsv4_idx_check_i32(op, "lens", a->lens));
-        DSV4_TRY(dsv4_idx_check_i32(op, "indptr", a->indptr));
-        DSV4_TRY(dsv4_idx_check_i32(op, "packed", a->packed));
-    } else {
-        const dsv4_topk_translate_args_t *a = args;
-        DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
-        DSV4_TRY(dsv4_idx_check_i32(op, "token_to_req", a->token_to_req));
-        DSV4_TRY(dsv4_idx_check_i32(op, "block_table", a->block_table));
-        DSV4_TRY(dsv4_check_ptr(op, "is_valid_token", a->is_valid_token));
-        DSV4_TRY(dsv4_idx_check_i32(op, "global_indices", a->global_indices));
-        DSV4_TRY(dsv4_idx_check_i32(op, "lens", a->lens));
+        const dsv4_topk_translate_packed_args_t *pa = args;
+        const void *ptrs[] = {pa->topk_indices, pa->token_to_req, pa->block_table, NULL,
+                              pa->lens,         pa->indptr,       pa->packed};
+        DSV4_TRY(dsv4_idx_check_i32_all(op, 3, names, ptrs));
+        DSV4_TRY(dsv4_idx_check_i32_all(op, 3, names + 4, ptrs + 4)); /* lens, indptr, packed */
+        return dsv4_check_ptr(op, "is_valid_token", pa->is_valid_token);
     }
-    return DSV4_STATUS_SUCCESS;
+    const dsv4_topk_translate_args_t *a = args;
+    const void *ptrs[] = {a->topk_indices, a->token_to_req, a->block_table, a->global_indices, a->lens};
+    DSV4_TRY(dsv4_idx_check_i32_all(op, 5, names, ptrs));
+    return dsv4_check_ptr(op, "is_valid_token", a->is_valid_token);
 }
 
-/* The scalars every kernel of the op uses. */
-static void tt_plan(const dsv4_topk_translate_desc_t *d, const dsv4_tt_strides_t *s, dsv4_tt_params_t *p) {
+/* The scalars and inputs every kernel of the op uses (`in` holds the inputs; its outputs are unused). */
+static void tt_plan(const dsv4_topk_translate_desc_t *d, const dsv4_tt_strides_t *s,
+                    const dsv4_topk_translate_args_t *in, dsv4_tt_params_t *p) {
+    p->topk_indices = in->topk_indices;
+    p->token_to_req = in->token_to_req;
+    p->table = in->block_table;
+    p->is_valid = in->is_valid_token;
     p->topk_stride = s->topk;
     p->table_stride = s->table;
     p->out_stride = s->out;
@@ -79,10 +78,7 @@ dsv4_status_t dsv4_topk_translate_check(const dsv4_topk_translate_desc_t *desc) 
 
 dsv4_status_t dsv4_topk_translate_workspace_size(const dsv4_topk_translate_desc_t *desc, size_t *bytes) {
     dsv4_tt_strides_t s;
-    DSV4_TRY(tt_check_desc("topk_translate", desc, 0, &s));
-    DSV4_TRY(dsv4_check_ptr("topk_translate", "bytes", bytes));
-    *bytes = 0;
-    return DSV4_STATUS_SUCCESS;
+    return dsv4_idx_no_workspace("topk_translate", tt_check_desc("topk_translate", desc, 0, &s), bytes);
 }
 
 dsv4_status_t dsv4_topk_translate(const dsv4_topk_translate_desc_t *desc, const dsv4_topk_translate_args_t *args,
@@ -90,14 +86,9 @@ dsv4_status_t dsv4_topk_translate(const dsv4_topk_translate_desc_t *desc, const 
     static const char *op = "topk_translate";
     dsv4_tt_strides_t s;
     DSV4_TRY(dsv4_tt_validate(op, desc, args, 0, &s));
-    DSV4_TRY(dsv4_check_workspace(op, 0, workspace, workspace_bytes));
-    DSV4_TRY(dsv4_check_stream(op, stream));
+    DSV4_TRY(dsv4_idx_check_launch(op, 0, workspace, workspace_bytes, stream));
     dsv4_tt_params_t p = {0};
-    tt_plan(desc, &s, &p);
-    p.topk_indices = args->topk_indices;
-    p.token_to_req = args->token_to_req;
-    p.table = args->block_table;
-    p.is_valid = args->is_valid_token;
+    tt_plan(desc, &s, args, &p);
     p.out = args->global_indices;
     p.lens = args->lens;
     p.vec = dsv4_idx_vec16(p.topk_indices, s.topk, desc->topk) && dsv4_idx_vec16(p.out, s.out, desc->topk);
@@ -110,8 +101,7 @@ dsv4_status_t dsv4_topk_translate_packed_check(const dsv4_topk_translate_packed_
     return tt_check_desc("topk_translate_packed", desc, 1, &s);
 }
 
-dsv4_status_t dsv4_topk_translate_packed_workspace_size(const dsv4_topk_translate_packed_desc_t *desc,
-                                                        size_t *bytes) {
+dsv4_status_t dsv4_topk_translate_packed_workspace_size(const dsv4_topk_translate_packed_desc_t *desc, size_t *bytes) {
     static const char *op = "topk_translate_packed";
     dsv4_tt_strides_t s;
     DSV4_TRY(tt_check_desc(op, desc, 1, &s));
@@ -129,15 +119,11 @@ dsv4_status_t dsv4_topk_translate_packed(const dsv4_topk_translate_packed_desc_t
     dsv4_tt_strides_t s;
     DSV4_TRY(dsv4_tt_validate(op, desc, args, 1, &s));
     dsv4_tt_params_t p = {0};
-    tt_plan(desc, &s, &p);
+    const dsv4_topk_translate_args_t in = {args->topk_indices, args->token_to_req, args->block_table,
+                                           args->is_valid_token, NULL, NULL};
+    tt_plan(desc, &s, &in, &p);
     dsv4_tt_packed_groups(desc->num_tokens, &p.group_rows, &p.num_groups);
-    DSV4_TRY(dsv4_check_workspace(op, (size_t)p.num_groups * sizeof(int32_t), workspace, workspace_bytes));
-    if (p.num_groups > 0) DSV4_TRY(dsv4_check_align(op, "workspace", workspace, 4));
-    DSV4_TRY(dsv4_check_stream(op, stream));
-    p.topk_indices = args->topk_indices;
-    p.token_to_req = args->token_to_req;
-    p.table = args->block_table;
-    p.is_valid = args->is_valid_token;
+    DSV4_TRY(dsv4_idx_check_launch(op, (size_t)p.num_groups * sizeof(int32_t), workspace, workspace_bytes, stream));
     p.lens = args->lens;
     p.indptr = args->indptr;
     p.packed = args->packed;

@@ -23,8 +23,8 @@
  * registers. Without it ptxas picks its own target on sm_86/sm_90 (56-64 registers) and
  * spills; 6 CTAs (24 warps) still keep 48 KB of top-k loads in flight per SM. */
 #define DSV4_TT_MIN_CTAS 6
-#define DSV4_TT_UNROLL 4                         /* 16-byte chunks per lane per segment */
-#define DSV4_TT_SEG (32 * 4 * DSV4_TT_UNROLL)    /* 512 columns per segment            */
+#define DSV4_TT_UNROLL 4                      /* 16-byte chunks per lane per segment */
+#define DSV4_TT_SEG (32 * 4 * DSV4_TT_UNROLL) /* 512 columns per segment            */
 
 /* Per-warp staging slice, in block-table entries (pages). */
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890)
@@ -40,7 +40,8 @@
 #define DSV4_TT_STAGE_MIN_PAGES 32
 #define DSV4_TT_STAGE_PAGES_PER_HIT 16
 
-DSV4_SMEM_BUDGET_ASSERT(DSV4_TT_WARPS * DSV4_TT_STAGE_PAGES_MAX * 4 + 64, "topk_translate staging slices");
+/* Four staging slices plus the packed kernel's few words of reduction scratch. */
+DSV4_SMEM_BUDGET_ASSERT((DSV4_TT_WARPS * DSV4_TT_STAGE_PAGES_MAX * 4 + 64), "topk_translate staging");
 
 /* Packed variant: rows are taken in groups (one CTA per group in both launches); the group
  * is 4 rows up to T = 4 * DSV4_TT_MAX_GROUPS and grows beyond, so each CTA of the pack
@@ -59,11 +60,11 @@ typedef struct dsv4_tt_params {
     int32_t *group_sums;         /* packed: workspace [num_groups]                     */
     int64_t topk_stride, table_stride, out_stride;
     int32_t num_tokens, topk, num_reqs, block_size;
-    uint32_t vlimit;             /* min(table_width * block_size, 2^31): v valid iff (uint32)v < vlimit */
-    dsv4_idx_fastdiv_t bs_div;   /* division by block_size                              */
-    int32_t group_rows;          /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
-    int32_t num_groups;          /* packed: ceil(T / group_rows)                        */
-    int32_t vec;                 /* 16-byte chunks allowed (see the launchers)          */
+    uint32_t vlimit;           /* min(table_width * block_size, 2^31): v valid iff (uint32)v < vlimit */
+    dsv4_idx_fastdiv_t bs_div; /* division by block_size                              */
+    int32_t group_rows;        /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
+    int32_t num_groups;        /* packed: ceil(T / group_rows)                        */
+    int32_t vec;               /* 16-byte chunks allowed (see the launchers)          */
 } dsv4_tt_params_t;
 
 /* Host-side interface of the op (topk_translate.c, topk_translate_ref.c, the launchers). */

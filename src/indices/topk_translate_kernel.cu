@@ -41,10 +41,9 @@
  * [pmin, pmin + range) sit in `stage`; else the lookups read the table row `tab`. Two
  * instantiations instead of a per-element select keep the live ranges short. */
 template <bool STAGED, bool VOUT, bool PACKED>
-static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4],
-                                               int seg, int lane, int ncols, uint32_t vlimit,
-                                               const int32_t *__restrict__ tab, const int32_t *stage, int pmin,
-                                               int32_t *__restrict__ dst) {
+static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4], int seg,
+                                               int lane, int ncols, uint32_t vlimit, const int32_t *__restrict__ tab,
+                                               const int32_t *stage, int pmin, int32_t *__restrict__ dst) {
     const uint32_t bs = (uint32_t)p.block_size;
 #pragma unroll
     for (int u = 0; u < DSV4_TT_UNROLL; ++u) {
@@ -120,8 +119,10 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
                 __syncwarp();
             }
         }
-        if (staged) tt_emit<true, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
-        else tt_emit<false, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
+        if (staged)
+            tt_emit<true, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
+        else
+            tt_emit<false, VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, pmin, dst);
         __syncwarp(); /* the next segment may overwrite the slice */
     }
     return total;
@@ -217,8 +218,10 @@ extern "C" dsv4_status_t dsv4_topk_translate_launch(const dsv4_tt_params_t *p, d
     const void *k = p->vec ? (const void *)tt_dense_kernel<true> : (const void *)tt_dense_kernel<false>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, p->vec ? &smem_vec : &smem_scalar));
     const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS);
-    if (p->vec) tt_dense_kernel<true><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
-    else tt_dense_kernel<false><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    if (p->vec)
+        tt_dense_kernel<true><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    else
+        tt_dense_kernel<false><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
     return dsv4_launch_status(op);
 }
 
@@ -231,13 +234,17 @@ extern "C" dsv4_status_t dsv4_topk_translate_packed_launch(const dsv4_tt_params_
     DSV4_TRY(dsv4_launch_prepare(op, kp, 0, &smem_pack[p->vec != 0]));
     cudaStream_t s = (cudaStream_t)stream;
     if (p->num_groups > 0) {
-        if (p->vec) tt_count_kernel<true><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
-        else tt_count_kernel<false><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
+        if (p->vec)
+            tt_count_kernel<true><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
+        else
+            tt_count_kernel<false><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
         DSV4_TRY(dsv4_launch_status(op));
     }
     /* At least one CTA, so that indptr[0] is written when T = 0. */
     const unsigned grid = p->num_groups > 0 ? (unsigned)p->num_groups : 1u;
-    if (p->vec) tt_pack_kernel<true><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
-    else tt_pack_kernel<false><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
+    if (p->vec)
+        tt_pack_kernel<true><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
+    else
+        tt_pack_kernel<false><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
     return dsv4_launch_status(op);
 }

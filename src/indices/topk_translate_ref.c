@@ -5,8 +5,8 @@
 #include "indices/topk_translate_config.h"
 
 /* Global slot of local index v for request req, or -1 (*ok = 0) when it has none. */
-static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t table_stride, const int32_t *table,
-                           int32_t req, int32_t v, int *ok) {
+static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t table_stride, const int32_t *table, int32_t req,
+                           int32_t v, int *ok) {
     *ok = 0;
     if (req < 0 || req >= d->num_reqs || v < 0) return -1;
     const int64_t page = v / d->block_size, off = v % d->block_size;
@@ -40,8 +40,8 @@ dsv4_status_t dsv4_topk_translate_ref(const dsv4_topk_translate_desc_t *desc, co
             args->global_indices[t * s.out + j] =
                 tt_ref_slot(desc, s.table, args->block_table, req, args->topk_indices[t * s.topk + j], &ok);
         }
-        args->lens[t] = tt_ref_len(desc, &s, args->topk_indices, args->token_to_req, args->block_table,
-                                   args->is_valid_token, t);
+        args->lens[t] =
+            tt_ref_len(desc, &s, args->topk_indices, args->token_to_req, args->block_table, args->is_valid_token, t);
     }
     return DSV4_STATUS_SUCCESS;
 }
@@ -52,8 +52,8 @@ dsv4_status_t dsv4_topk_translate_packed_ref(const dsv4_topk_translate_packed_de
     DSV4_TRY(dsv4_tt_validate("topk_translate_packed_ref", desc, args, 1, &s));
     args->indptr[0] = 0;
     for (int64_t t = 0; t < desc->num_tokens; ++t) {
-        const int32_t len = tt_ref_len(desc, &s, args->topk_indices, args->token_to_req, args->block_table,
-                                       args->is_valid_token, t);
+        const int32_t len =
+            tt_ref_len(desc, &s, args->topk_indices, args->token_to_req, args->block_table, args->is_valid_token, t);
         args->lens[t] = len;
         args->indptr[t + 1] = args->indptr[t] + len;
         for (int32_t j = 0; j < len; ++j) {

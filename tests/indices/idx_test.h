@@ -36,6 +36,12 @@ int idx_dev_check_in(th_ctx_t *t, const idx_dev_t *d);
  * the `off` bytes before the pointer. */
 void idx_dev_get(th_ctx_t *t, const idx_dev_t *d, void *host_out);
 void idx_dev_free(idx_dev_t *d);
+/* After a run: checks the inputs (guards, unchanged) and frees inputs and outputs (whose
+ * results the caller has already fetched with idx_dev_get). */
+void idx_dev_finish(th_ctx_t *t, idx_dev_t *const ins[], int n_in, idx_dev_t *const outs[], int n_out);
+/* Records a failing run status with its message, synchronizes and destroys the stream;
+ * returns 1 when the run call succeeded. */
+int idx_sync_status(th_ctx_t *t, const char *name, dsv4_status_t st, void *stream);
 
 /* Host array of n int32 filled with the poison. */
 int32_t *idx_poisoned_i32(size_t n);
@@ -67,8 +73,8 @@ int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t
                  const dsv4_topk_translate_args_t *h, size_t in_off, size_t out_off);
 int tt_gpu_packed(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
                   const dsv4_topk_translate_packed_args_t *h, size_t in_off, size_t out_off);
-int cmb_gpu(th_ctx_t *t, const char *name, const dsv4_combine_topk_swa_desc_t *d,
-            const dsv4_combine_topk_swa_args_t *h, size_t in_off, size_t out_off);
+int cmb_gpu(th_ctx_t *t, const char *name, const dsv4_combine_topk_swa_desc_t *d, const dsv4_combine_topk_swa_args_t *h,
+            size_t in_off, size_t out_off);
 int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t *d,
             const dsv4_decode_swa_indices_args_t *h, size_t out_off);
 

@@ -5,13 +5,18 @@
 
 #include "idx_test.h"
 
-idx_dev_t idx_dev_in(const void *host, size_t bytes, size_t off, const char *what) {
+static idx_dev_t dev_make(size_t bytes, size_t off, const void *host, const char *what) {
     idx_dev_t d;
     d.buf = th_buf_device(bytes + off);
     d.off = off;
     d.bytes = bytes;
     d.host = host;
     d.what = what;
+    return d;
+}
+
+idx_dev_t idx_dev_in(const void *host, size_t bytes, size_t off, const char *what) {
+    idx_dev_t d = dev_make(bytes, off, host, what);
     uint8_t *staging = malloc(bytes + off + 1);
     memset(staging, IDX_POISON, off);
     if (bytes) memcpy(staging + off, host, bytes);
@@ -21,12 +26,7 @@ idx_dev_t idx_dev_in(const void *host, size_t bytes, size_t off, const char *wha
 }
 
 idx_dev_t idx_dev_out(size_t bytes, size_t off, const char *what) {
-    idx_dev_t d;
-    d.buf = th_buf_device(bytes + off);
-    d.off = off;
-    d.bytes = bytes;
-    d.host = NULL;
-    d.what = what;
+    idx_dev_t d = dev_make(bytes, off, NULL, what);
     th_buf_poison(&d.buf, IDX_POISON);
     return d;
 }
@@ -63,6 +63,18 @@ void idx_dev_get(th_ctx_t *t, const idx_dev_t *d, void *host_out) {
 }
 
 void idx_dev_free(idx_dev_t *d) { th_buf_free(&d->buf); }
+
+void idx_dev_finish(th_ctx_t *t, idx_dev_t *const ins[], int n_in, idx_dev_t *const outs[], int n_out) {
+    for (int i = 0; i < n_in; ++i) idx_dev_check_in(t, ins[i]);
+    for (int i = 0; i < n_in; ++i) idx_dev_free(ins[i]);
+    for (int i = 0; i < n_out; ++i) idx_dev_free(outs[i]);
+}
+
+int idx_sync_status(th_ctx_t *t, const char *name, dsv4_status_t st, void *stream) {
+    if (st != DSV4_STATUS_SUCCESS) th_fail(t, __FILE__, __LINE__, "[%s] run: %s", name, dsv4_last_error());
+    th_stream_sync_destroy(t, stream);
+    return st == DSV4_STATUS_SUCCESS;
+}
 
 int32_t *idx_poisoned_i32(size_t n) {
     int32_t *p = malloc((n ? n : 1) * sizeof *p);

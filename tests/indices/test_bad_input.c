@@ -18,22 +18,26 @@ enum { M_DESC_FIELD, M_DESC_NULL, M_ARGS_NULL, M_PTR_NULL, M_PTR_SHIFT, M_STREAM
 
 typedef struct {
     int kind;
-    size_t off;      /* desc field (int64_t) or args pointer member                     */
-    int64_t value;   /* new field value, or pointer shift in bytes                      */
-    size_t off2;     /* optional second desc field (SIZE_MAX: none)                     */
+    size_t off;    /* desc field (int64_t) or args pointer member                     */
+    int64_t value; /* new field value, or pointer shift in bytes                      */
+    size_t off2;   /* optional second desc field (SIZE_MAX: none)                     */
     int64_t value2;
     dsv4_status_t want;
     const char *field; /* must appear in the message                                 */
 } mut_t;
 
 #define NONE2 SIZE_MAX, 0
-#define FIELD(T, f, v, want) {M_DESC_FIELD, offsetof(T, f), (v), NONE2, (want), #f}
-#define PTR_NULL(A, f) {M_PTR_NULL, offsetof(A, f), 0, NONE2, DSV4_STATUS_NULL_POINTER, #f}
-#define PTR_SHIFT(A, f, b) {M_PTR_SHIFT, offsetof(A, f), (b), NONE2, DSV4_STATUS_MISALIGNED, #f}
-#define COMMON_MUTS                                                              \
-    {M_DESC_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "desc"},                \
-        {M_ARGS_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "args"},            \
-        {M_STREAM_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "stream"}
+#define FIELD(T, f, v, want)                                                                                           \
+    { M_DESC_FIELD, offsetof(T, f), (v), NONE2, (want), #f }
+#define PTR_NULL(A, f)                                                                                                 \
+    { M_PTR_NULL, offsetof(A, f), 0, NONE2, DSV4_STATUS_NULL_POINTER, #f }
+#define PTR_SHIFT(A, f, b)                                                                                             \
+    { M_PTR_SHIFT, offsetof(A, f), (b), NONE2, DSV4_STATUS_MISALIGNED, #f }
+#define COMMON_MUTS                                                                                                    \
+    {M_DESC_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "desc"},                                                      \
+        {M_ARGS_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "args"}, {                                                \
+        M_STREAM_NULL, 0, 0, NONE2, DSV4_STATUS_NULL_POINTER, "stream"                                                 \
+    }
 
 /* The family's public functions behind one signature each. */
 typedef struct {
@@ -45,15 +49,15 @@ typedef struct {
     dsv4_status_t (*ref)(const void *d, const void *a);
 } op_api_t;
 
-#define API(name, D, A)                                                                                            \
-    static dsv4_status_t name##_check_v(const void *d) { return dsv4_##name##_check(d); }                          \
-    static dsv4_status_t name##_wss_v(const void *d, size_t *b) { return dsv4_##name##_workspace_size(d, b); }     \
-    static dsv4_status_t name##_run_v(const void *d, const void *a, void *ws, size_t wsb, dsv4_stream_t s) {       \
-        return dsv4_##name(d, a, ws, wsb, s);                                                                      \
-    }                                                                                                              \
-    static dsv4_status_t name##_ref_v(const void *d, const void *a) { return dsv4_##name##_ref(d, a); }            \
-    static const op_api_t name##_api = {#name,          sizeof(D),    sizeof(A),    name##_check_v,                \
-                                        name##_wss_v,   name##_run_v, name##_ref_v};
+#define API(name, D, A)                                                                                                \
+    static dsv4_status_t name##_check_v(const void *d) { return dsv4_##name##_check(d); }                              \
+    static dsv4_status_t name##_wss_v(const void *d, size_t *b) { return dsv4_##name##_workspace_size(d, b); }         \
+    static dsv4_status_t name##_run_v(const void *d, const void *a, void *ws, size_t wsb, dsv4_stream_t s) {           \
+        return dsv4_##name(d, a, ws, wsb, s);                                                                          \
+    }                                                                                                                  \
+    static dsv4_status_t name##_ref_v(const void *d, const void *a) { return dsv4_##name##_ref(d, a); }                \
+    static const op_api_t name##_api = {#name,        sizeof(D),    sizeof(A),   name##_check_v,                       \
+                                        name##_wss_v, name##_run_v, name##_ref_v};
 API(topk_translate, dsv4_topk_translate_desc_t, dsv4_topk_translate_args_t)
 API(topk_translate_packed, dsv4_topk_translate_packed_desc_t, dsv4_topk_translate_packed_args_t)
 API(combine_topk_swa, dsv4_combine_topk_swa_desc_t, dsv4_combine_topk_swa_args_t)
@@ -67,27 +71,27 @@ typedef dsv4_combine_topk_swa_args_t CA;
 typedef dsv4_decode_swa_indices_desc_t DD;
 typedef dsv4_decode_swa_indices_args_t DA;
 
-#define TT_DESC_MUTS(D)                                                                                           \
-    FIELD(D, num_tokens, -1, DSV4_STATUS_INVALID_VALUE), FIELD(D, num_tokens, INT64_C(1) << 31, DSV4_STATUS_INVALID_VALUE), \
-        FIELD(D, topk, -1, DSV4_STATUS_INVALID_VALUE), FIELD(D, num_reqs, 0, DSV4_STATUS_INVALID_VALUE),           \
-        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, table_width, 0, DSV4_STATUS_INVALID_VALUE),    \
-        FIELD(D, block_size, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_size, -16, DSV4_STATUS_INVALID_VALUE),  \
-        FIELD(D, topk_stride, 7, DSV4_STATUS_INVALID_VALUE), FIELD(D, topk_stride, -8, DSV4_STATUS_INVALID_VALUE), \
+#define TT_DESC_MUTS(D)                                                                                                \
+    FIELD(D, num_tokens, -1, DSV4_STATUS_INVALID_VALUE),                                                               \
+        FIELD(D, num_tokens, INT64_C(1) << 31, DSV4_STATUS_INVALID_VALUE),                                             \
+        FIELD(D, topk, -1, DSV4_STATUS_INVALID_VALUE), FIELD(D, num_reqs, 0, DSV4_STATUS_INVALID_VALUE),               \
+        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, table_width, 0, DSV4_STATUS_INVALID_VALUE),        \
+        FIELD(D, block_size, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_size, -16, DSV4_STATUS_INVALID_VALUE),      \
+        FIELD(D, topk_stride, 7, DSV4_STATUS_INVALID_VALUE), FIELD(D, topk_stride, -8, DSV4_STATUS_INVALID_VALUE),     \
         FIELD(D, table_stride, 3, DSV4_STATUS_INVALID_VALUE)
+
+/* The four inputs both translation variants share. */
+#define TT_INPUT_MUTS(A)                                                                                               \
+    PTR_NULL(A, topk_indices), PTR_NULL(A, token_to_req), PTR_NULL(A, block_table), PTR_NULL(A, is_valid_token),       \
+        PTR_SHIFT(A, topk_indices, 2), PTR_SHIFT(A, token_to_req, 1), PTR_SHIFT(A, block_table, 2)
 
 static const mut_t tt_muts[] = {
     COMMON_MUTS,
     TT_DESC_MUTS(TTD),
     FIELD(TTD, out_stride, 7, DSV4_STATUS_INVALID_VALUE),
-    PTR_NULL(TTA, topk_indices),
-    PTR_NULL(TTA, token_to_req),
-    PTR_NULL(TTA, block_table),
-    PTR_NULL(TTA, is_valid_token),
+    TT_INPUT_MUTS(TTA),
     PTR_NULL(TTA, global_indices),
     PTR_NULL(TTA, lens),
-    PTR_SHIFT(TTA, topk_indices, 2),
-    PTR_SHIFT(TTA, token_to_req, 1),
-    PTR_SHIFT(TTA, block_table, 2),
     PTR_SHIFT(TTA, global_indices, 2),
     PTR_SHIFT(TTA, lens, 3),
 };
@@ -98,14 +102,10 @@ static const mut_t tp_muts[] = {
     /* T * K must stay below 2^31 (indptr is int32) */
     {M_DESC_FIELD, offsetof(TTD, num_tokens), INT64_C(1) << 28, offsetof(TTD, topk), 64, DSV4_STATUS_INVALID_VALUE,
      "num_tokens * topk"},
-    PTR_NULL(TPA, topk_indices),
-    PTR_NULL(TPA, token_to_req),
-    PTR_NULL(TPA, block_table),
-    PTR_NULL(TPA, is_valid_token),
+    TT_INPUT_MUTS(TPA),
     PTR_NULL(TPA, lens),
     PTR_NULL(TPA, indptr),
     PTR_NULL(TPA, packed),
-    PTR_SHIFT(TPA, topk_indices, 2),
     PTR_SHIFT(TPA, indptr, 2),
     PTR_SHIFT(TPA, packed, 1),
     {M_WS_SMALL, 0, 1, NONE2, DSV4_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes"},
@@ -224,8 +224,8 @@ static void run_suite(th_ctx_t *t, const suite_t *s, dsv4_stream_t stream, int h
     size_t bytes = 0;
     TH_OK(t, s->api->wss(s->desc, &bytes));
     TH_CHECK(t, bytes == s->ws_bytes, "%s: workspace_size %zu, suite assumed %zu", s->api->op, bytes, s->ws_bytes);
-    idx_expect_fail(t, "workspace_size(NULL bytes)", s->api->wss(s->desc, NULL), DSV4_STATUS_NULL_POINTER,
-                    s->api->op, "bytes");
+    idx_expect_fail(t, "workspace_size(NULL bytes)", s->api->wss(s->desc, NULL), DSV4_STATUS_NULL_POINTER, s->api->op,
+                    "bytes");
 }
 
 /* ---- the four suites over one set of buffers --------------------------------------------- */
@@ -242,8 +242,8 @@ typedef struct {
  * [4 x 128], 8 lens, 9 indptr, 10 packed [32], 11 workspace. Inputs hold valid data (all
  * zero indices, lengths and positions are fine); outputs are poisoned. */
 static void bufs_make(bufs_t *b, int host) {
-    static const size_t bytes[NB] = {4 * 8 * 4, 4 * 4, 2 * 4 * 4, 4, 3 * 4, 2 * 4, 2 * 4, 4 * 128 * 4, 4 * 4,
-                                     5 * 4,     32 * 4, 64};
+    static const size_t bytes[NB] = {4 * 8 * 4, 4 * 4,       2 * 4 * 4, 4,     3 * 4,  2 * 4,
+                                     2 * 4,     4 * 128 * 4, 4 * 4,     5 * 4, 32 * 4, 64};
     static const int out[NB] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0};
     memset(b, 0, sizeof *b);
     b->host = host;
@@ -271,8 +271,10 @@ static void bufs_check_untouched(th_ctx_t *t, bufs_t *b) {
     for (int i = 0; i < NB; ++i) {
         if (!b->out[i]) continue;
         uint8_t *h = malloc(b->bytes[i]);
-        if (b->host) memcpy(h, b->p[i], b->bytes[i]);
-        else idx_dev_get(t, &b->dev[i], h);
+        if (b->host)
+            memcpy(h, b->p[i], b->bytes[i]);
+        else
+            idx_dev_get(t, &b->dev[i], h);
         for (size_t k = 0; k < b->bytes[i]; ++k)
             if (h[k] != IDX_POISON) {
                 th_fail(t, __FILE__, __LINE__, "buffer %d byte %zu written by a failing call", i, k);
@@ -284,56 +286,46 @@ static void bufs_check_untouched(th_ctx_t *t, bufs_t *b) {
 
 static void bufs_free(bufs_t *b) {
     for (int i = 0; i < NB; ++i) {
-        if (b->host) free(b->p[i]);
-        else idx_dev_free(&b->dev[i]);
+        if (b->host)
+            free(b->p[i]);
+        else
+            idx_dev_free(&b->dev[i]);
     }
 }
 
+/* One op's suite from its valid descriptor and args (copied into the suite). */
+static void suite(th_ctx_t *t, const op_api_t *api, const mut_t *muts, size_t n, const void *desc, const void *args,
+                  void *ws, size_t ws_bytes, dsv4_stream_t stream, int host) {
+    suite_t s;
+    memset(&s, 0, sizeof s);
+    s.api = api;
+    s.muts = muts;
+    s.n_muts = n;
+    memcpy(s.desc, desc, api->desc_size);
+    memcpy(s.args, args, api->args_size);
+    s.ws = ws;
+    s.ws_bytes = ws_bytes;
+    run_suite(t, &s, stream, host);
+}
+#define SUITE(api, muts, d, a, ws, wsb)                                                                                \
+    suite(t, &api, muts, sizeof muts / sizeof muts[0], &d, &a, ws, wsb, stream, b->host)
+
 static void all_suites(th_ctx_t *t, bufs_t *b, dsv4_stream_t stream) {
     void **p = b->p;
-    suite_t s;
-    /* translate: T 4, K 8, R 2, width 4, bs 16 */
-    TTD td = {4, 8, 2, 4, 16, 0, 0, 0};
-    TTA ta = {p[0], p[1], p[2], p[3], p[7], p[8]};
-    memset(&s, 0, sizeof s);
-    s.api = &topk_translate_api;
-    s.muts = tt_muts;
-    s.n_muts = sizeof tt_muts / sizeof tt_muts[0];
-    memcpy(s.desc, &td, sizeof td);
-    memcpy(s.args, &ta, sizeof ta);
-    run_suite(t, &s, stream, b->host);
-
-    TPA pa = {p[0], p[1], p[2], p[3], p[8], p[9], p[10]};
-    s.api = &topk_translate_packed_api;
-    s.muts = tp_muts;
-    s.n_muts = sizeof tp_muts / sizeof tp_muts[0];
-    memcpy(s.desc, &td, sizeof td);
-    memcpy(s.args, &pa, sizeof pa);
-    s.ws = p[11];
-    s.ws_bytes = 4; /* one group of rows */
-    run_suite(t, &s, stream, b->host);
-
+    /* translate: T 4, K 8, R 2, width 4, bs 16; the packed variant needs one group (4 B) */
+    const TTD td = {4, 8, 2, 4, 16, 0, 0, 0};
+    const TTA ta = {p[0], p[1], p[2], p[3], p[7], p[8]};
+    const TPA pa = {p[0], p[1], p[2], p[3], p[8], p[9], p[10]};
+    SUITE(topk_translate_api, tt_muts, td, ta, NULL, 0);
+    SUITE(topk_translate_packed_api, tp_muts, td, pa, p[11], 4);
     /* combine: T 4, R 2, TOP_K 4, K_w 8, W 4, r 1, M 64, N 16 -> C 128 */
-    CD cd = {4, 2, 4, 8, 0, 4, 1, 64, 16, 0, DSV4_COMBINE_V4_1};
-    CA ca = {p[0], p[4], p[5], p[6], p[7], p[8]};
-    memset(&s, 0, sizeof s);
-    s.api = &combine_topk_swa_api;
-    s.muts = cmb_muts;
-    s.n_muts = sizeof cmb_muts / sizeof cmb_muts[0];
-    memcpy(s.desc, &cd, sizeof cd);
-    memcpy(s.args, &ca, sizeof ca);
-    run_suite(t, &s, stream, b->host);
-
-    /* decode SWA: T 4, R 2, W 128, P 16, width 4 */
-    DD dd = {4, 2, 128, 16, 4, 0, 0};
-    DA da = {p[1], p[1], p[3], p[2], p[7], p[8]};
-    memset(&s, 0, sizeof s);
-    s.api = &decode_swa_indices_api;
-    s.muts = dsw_muts;
-    s.n_muts = sizeof dsw_muts / sizeof dsw_muts[0];
-    memcpy(s.desc, &dd, sizeof dd);
-    memcpy(s.args, &da, sizeof da);
-    run_suite(t, &s, stream, b->host);
+    const CD cd = {4, 2, 4, 8, 0, 4, 1, 64, 16, 0, DSV4_COMBINE_V4_1};
+    const CA ca = {p[0], p[4], p[5], p[6], p[7], p[8]};
+    SUITE(combine_topk_swa_api, cmb_muts, cd, ca, NULL, 0);
+    /* decode SWA: T 4, R 2, W 128, P 16, width 4 (positions: the zeroed token_to_req buffer) */
+    const DD dd = {4, 2, 128, 16, 4, 0, 0};
+    const DA da = {p[1], p[1], p[3], p[2], p[7], p[8]};
+    SUITE(decode_swa_indices_api, dsw_muts, dd, da, NULL, 0);
 }
 
 void test_bad_input_cpu(th_ctx_t *t) {

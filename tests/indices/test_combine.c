@@ -32,8 +32,8 @@ typedef struct {
     char name[300];
 } cmb_case_t;
 
-int cmb_gpu(th_ctx_t *t, const char *name, const dsv4_combine_topk_swa_desc_t *d,
-            const dsv4_combine_topk_swa_args_t *h, size_t in_off, size_t out_off) {
+int cmb_gpu(th_ctx_t *t, const char *name, const dsv4_combine_topk_swa_desc_t *d, const dsv4_combine_topk_swa_args_t *h,
+            size_t in_off, size_t out_off) {
     const int64_t T = d->num_tokens, R = d->num_reqs, C = dsv4_combine_topk_swa_cols(d->topk, d->window);
     const int64_t ts = d->topk_stride ? d->topk_stride : d->topk_cols, os = d->out_stride ? d->out_stride : C;
     const int has_topk = h->topk_indices != NULL;
@@ -51,18 +51,12 @@ int cmb_gpu(th_ctx_t *t, const char *name, const dsv4_combine_topk_swa_desc_t *d
                                       idx_dev_ptr(&out),
                                       idx_dev_ptr(&lens)};
     void *s = th_stream_create(t);
-    dsv4_status_t st = dsv4_combine_topk_swa(d, &a, NULL, 0, DSV4_STREAM(s));
-    if (st != DSV4_STATUS_SUCCESS) th_fail(t, __FILE__, __LINE__, "[%s] run: %s", name, dsv4_last_error());
-    th_stream_sync_destroy(t, s);
+    const int ok = idx_sync_status(t, name, dsv4_combine_topk_swa(d, &a, NULL, 0, DSV4_STREAM(s)), s);
     idx_dev_get(t, &out, h->combined);
     idx_dev_get(t, &lens, h->combined_lens);
-    idx_dev_check_in(t, &topk);
-    idx_dev_check_in(t, &qsl);
-    idx_dev_check_in(t, &seq);
-    idx_dev_check_in(t, &gat);
-    idx_dev_t *all[] = {&topk, &qsl, &seq, &gat, &out, &lens};
-    for (int i = 0; i < 6; ++i) idx_dev_free(all[i]);
-    return st == DSV4_STATUS_SUCCESS;
+    idx_dev_t *const ins[] = {&topk, &qsl, &seq, &gat}, *const outs[] = {&out, &lens};
+    idx_dev_finish(t, ins, 4, outs, 2);
+    return ok;
 }
 
 static void cmb_case_free(cmb_case_t *c) {
@@ -150,7 +144,8 @@ static void cmb_case_make(th_rng_t *r, cmb_case_t *c, int64_t R, int64_t T_targe
     c->topk = malloc((size_t)(T * ts + 1) * 4);
     /* Rows past the requests hold junk; request rows are written below (junk in padding). */
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = t < T_target ? d->topk_cols : 0; j < ts; ++j) c->topk[t * ts + j] = dirty_value(r, d->swa_row0);
+        for (int64_t j = t < T_target ? d->topk_cols : 0; j < ts; ++j)
+            c->topk[t * ts + j] = dirty_value(r, d->swa_row0);
     for (int64_t b = 0; b < R; ++b) {
         for (int64_t t = cuts[b]; t < cuts[b + 1] && t < T; ++t) {
             const int64_t pos = c->seq[b] - (cuts[b + 1] - cuts[b]) + (t - cuts[b]);
@@ -159,8 +154,7 @@ static void cmb_case_make(th_rng_t *r, cmb_case_t *c, int64_t R, int64_t T_targe
             for (int64_t j = 0; j < d->topk_cols; ++j)
                 row[j] = j < len ? (int32_t)(n <= TOP_K ? j : th_rng_range(r, 0, n - 1)) : -1;
             if ((flags & CMB_DIRTY) && th_rng_range(r, 0, 2) == 0 && d->topk_cols > 0)
-                for (int k = 0; k < 4; ++k)
-                    row[th_rng_range(r, 0, d->topk_cols - 1)] = dirty_value(r, d->swa_row0);
+                for (int k = 0; k < 4; ++k) row[th_rng_range(r, 0, d->topk_cols - 1)] = dirty_value(r, d->swa_row0);
         }
     }
     if ((flags & CMB_NULL_TOPK) && (TOP_K == 0 || ratio == 0)) {
@@ -169,9 +163,9 @@ static void cmb_case_make(th_rng_t *r, cmb_case_t *c, int64_t R, int64_t T_targe
     }
     snprintf(c->name, sizeof c->name,
              "%s R=%lld T=%lld(target %lld) r=%lld TOP_K=%lld K_w=%lld W=%lld M=%lld N=%lld qsl0=%d flags=0x%x",
-             mode == DSV4_COMBINE_V4 ? "V4" : "V4.1", (long long)R, (long long)T, (long long)T_target,
-             (long long)ratio, (long long)TOP_K, (long long)d->topk_cols, (long long)W, (long long)d->slab_rows,
-             (long long)d->swa_row0, c->qsl[0], flags);
+             mode == DSV4_COMBINE_V4 ? "V4" : "V4.1", (long long)R, (long long)T, (long long)T_target, (long long)ratio,
+             (long long)TOP_K, (long long)d->topk_cols, (long long)W, (long long)d->slab_rows, (long long)d->swa_row0,
+             c->qsl[0], flags);
     free(cuts);
     free(prefix);
 }

@@ -13,7 +13,8 @@
 int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t *d,
             const dsv4_decode_swa_indices_args_t *h, size_t out_off) {
     const int64_t T = d->num_tokens, R = d->num_reqs;
-    const int64_t bst = d->table_stride ? d->table_stride : d->table_width, os = d->out_stride ? d->out_stride : d->window;
+    const int64_t bst = d->table_stride ? d->table_stride : d->table_width,
+                  os = d->out_stride ? d->out_stride : d->window;
     idx_dev_t t2r = idx_dev_in(h->token_to_req, (size_t)T * 4, 0, "token_to_req");
     idx_dev_t pos = idx_dev_in(h->positions, (size_t)T * 4, 0, "positions");
     idx_dev_t val = idx_dev_in(h->is_valid_token, (size_t)T, 0, "is_valid_token");
@@ -23,22 +24,15 @@ int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t 
     dsv4_decode_swa_indices_args_t a = {idx_dev_ptr(&t2r), idx_dev_ptr(&pos), idx_dev_ptr(&val),
                                         idx_dev_ptr(&tab), idx_dev_ptr(&out), idx_dev_ptr(&lens)};
     void *s = th_stream_create(t);
-    dsv4_status_t st = dsv4_decode_swa_indices(d, &a, NULL, 0, DSV4_STREAM(s));
-    if (st != DSV4_STATUS_SUCCESS) th_fail(t, __FILE__, __LINE__, "[%s] run: %s", name, dsv4_last_error());
-    th_stream_sync_destroy(t, s);
+    const int ok = idx_sync_status(t, name, dsv4_decode_swa_indices(d, &a, NULL, 0, DSV4_STREAM(s)), s);
     idx_dev_get(t, &out, h->swa_indices);
     idx_dev_get(t, &lens, h->swa_lens);
-    idx_dev_check_in(t, &t2r);
-    idx_dev_check_in(t, &pos);
-    idx_dev_check_in(t, &val);
-    idx_dev_check_in(t, &tab);
-    idx_dev_t *all[] = {&t2r, &pos, &val, &tab, &out, &lens};
-    for (int i = 0; i < 6; ++i) idx_dev_free(all[i]);
-    return st == DSV4_STATUS_SUCCESS;
+    idx_dev_t *const ins[] = {&t2r, &pos, &val, &tab}, *const outs[] = {&out, &lens};
+    idx_dev_finish(t, ins, 4, outs, 2);
+    return ok;
 }
 
-static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, int64_t width, int pad,
-                     size_t out_off) {
+static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, int64_t width, int pad, size_t out_off) {
     th_rng_t *r = th_rng(t);
     dsv4_decode_swa_indices_desc_t d = {T, R, W, P, width, pad ? width + 2 : 0, pad ? W + 3 : 0};
     const int64_t bst = d.table_stride ? d.table_stride : width, os = d.out_stride ? d.out_stride : W;
@@ -58,9 +52,8 @@ static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, in
         valid[i] = th_rng_range(r, 0, 9) == 0 ? 0 : 1;
     }
     char name[300];
-    snprintf(name, sizeof name, "T=%lld R=%lld W=%lld P=%lld width=%lld pad=%d out_off=%zu seed=%llu",
-             (long long)T, (long long)R, (long long)W, (long long)P, (long long)width, pad, out_off,
-             (unsigned long long)th_seed(t));
+    snprintf(name, sizeof name, "T=%lld R=%lld W=%lld P=%lld width=%lld pad=%d out_off=%zu seed=%llu", (long long)T,
+             (long long)R, (long long)W, (long long)P, (long long)width, pad, out_off, (unsigned long long)th_seed(t));
     int32_t *want = idx_poisoned_i32((size_t)(T * os)), *got = idx_poisoned_i32((size_t)(T * os));
     int32_t *want_l = idx_poisoned_i32((size_t)T), *got_l = idx_poisoned_i32((size_t)T);
     dsv4_decode_swa_indices_args_t ref = {t2r, pos, valid, table, want, want_l};
@@ -86,7 +79,7 @@ void test_decode_swa_gpu_random(th_ctx_t *t) {
         int pad;
         size_t out_off;
     } shapes[] = {
-        {8192, 4096, 128, 64, 2048, 0, 0}, {1, 1, 128, 64, 4, 0, 0},    {777, 100, 128, 256, 40, 0, 0},
+        {8192, 4096, 128, 64, 2048, 0, 0}, {1, 1, 128, 64, 4, 0, 0},     {777, 100, 128, 256, 40, 0, 0},
         {500, 50, 128, 1, 300, 0, 0},      {500, 50, 128, 3, 100, 1, 0}, {300, 7, 4, 4, 9, 0, 0},
         {300, 7, 5, 16, 9, 0, 0},          {300, 7, 100, 16, 9, 0, 4},   {128, 3, 128, 64, 16, 0, 4},
         {0, 1, 128, 64, 4, 0, 0},          {64, 2, 300, 7, 200, 1, 0},

@@ -48,10 +48,28 @@ static const int32_t lc_indptr[] = {0, 2, 2, 4};
 static const int32_t lc_packed[] = {20, 27, 21, -1};
 
 static const kat_tt_t kat_tt[] = {
-    {"KAT-1/2", {3, 4, 2, 4, 4, 0, 0, 0}, k1_topk, k1_t2r, k1_table, k1_valid, k1_global, k1_lens, k2_indptr,
-     k2_packed, NV(k2_packed)},
-    {"translate library choices", {3, 5, 1, 2, 4, 0, 0, 0}, lc_topk, lc_t2r, lc_table, lc_valid, lc_global, lc_lens,
-     lc_indptr, lc_packed, NV(lc_packed)},
+    {"KAT-1/2",
+     {3, 4, 2, 4, 4, 0, 0, 0},
+     k1_topk,
+     k1_t2r,
+     k1_table,
+     k1_valid,
+     k1_global,
+     k1_lens,
+     k2_indptr,
+     k2_packed,
+     NV(k2_packed)},
+    {"translate library choices",
+     {3, 5, 1, 2, 4, 0, 0, 0},
+     lc_topk,
+     lc_t2r,
+     lc_table,
+     lc_valid,
+     lc_global,
+     lc_lens,
+     lc_indptr,
+     lc_packed,
+     NV(lc_packed)},
 };
 
 static void run_kat_tt(th_ctx_t *t, const kat_tt_t *k, int gpu, size_t off, int packed) {
@@ -182,10 +200,10 @@ static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
         k->qsl[1] = 25;
         k->seq[0] = 20;
         k->gather[0] = 11;
-        const int32_t rows[8][8] = {{0, 1, 2, 8, 9, 10, 11},        {0, 1, 2, 9, 10, 11, 12},
-                                    {0, 1, 2, 10, 11, 12, 13},      {3, 0, 1, 2, 11, 12, 13, 14},
-                                    {1, 3, 0, 2, 12, 13, 14, 15},   {2, 1, 3, 0, 13, 14, 15, 16},
-                                    {0, 1, 2, 3, 14, 15, 16, 17},   {4, 0, 2, 3, 15, 16, 17, 18}};
+        const int32_t rows[8][8] = {{0, 1, 2, 8, 9, 10, 11},      {0, 1, 2, 9, 10, 11, 12},
+                                    {0, 1, 2, 10, 11, 12, 13},    {3, 0, 1, 2, 11, 12, 13, 14},
+                                    {1, 3, 0, 2, 12, 13, 14, 15}, {2, 1, 3, 0, 13, 14, 15, 16},
+                                    {0, 1, 2, 3, 14, 15, 16, 17}, {4, 0, 2, 3, 15, 16, 17, 18}};
         for (int t = 0; t < 8; ++t) kc_row(k, t, rows[t], t < 3 ? 7 : 8);
         return 1;
     }

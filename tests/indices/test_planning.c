@@ -14,8 +14,7 @@ static int check_div(th_ctx_t *t, uint32_t d, uint32_t n) {
     const dsv4_idx_fastdiv_t f = dsv4_idx_fastdiv_make(d);
     const uint32_t got = dsv4_idx_div(n, f), want = n / d;
     if (got == want) return 1;
-    th_fail(t, __FILE__, __LINE__, "fastdiv: %u / %u = %u, want %u (mul %u shift %u)", n, d, got, want, f.mul,
-            f.shift);
+    th_fail(t, __FILE__, __LINE__, "fastdiv: %u / %u = %u, want %u (mul %u shift %u)", n, d, got, want, f.mul, f.shift);
     return 0;
 }
 
@@ -54,7 +53,8 @@ void test_idx_planning(th_ctx_t *t) {
         TH_CHECK(t, rows >= DSV4_TT_WARPS && rows % DSV4_TT_WARPS == 0, "T=%lld: group rows %d", (long long)Ts[i],
                  rows);
         TH_CHECK(t, groups <= DSV4_TT_MAX_GROUPS, "T=%lld: %d groups", (long long)Ts[i], groups);
-        TH_CHECK(t, (int64_t)groups * rows >= Ts[i] && (Ts[i] == 0 ? groups == 0 : (int64_t)(groups - 1) * rows < Ts[i]),
+        TH_CHECK(t,
+                 (int64_t)groups * rows >= Ts[i] && (Ts[i] == 0 ? groups == 0 : (int64_t)(groups - 1) * rows < Ts[i]),
                  "T=%lld: %d groups of %d rows", (long long)Ts[i], groups, rows);
         if (Ts[i] <= 8192) TH_CHECK(t, rows == 4, "T=%lld: %d rows per group, want 4", (long long)Ts[i], rows);
         dsv4_topk_translate_desc_t d = {Ts[i], 0, 1, 1, 1, 0, 0, 0};
@@ -65,12 +65,12 @@ void test_idx_planning(th_ctx_t *t) {
         TH_OK(t, dsv4_topk_translate_workspace_size(&d, &bytes));
         TH_CHECK(t, bytes == 0, "dense workspace %zu", bytes);
     }
-    static const int64_t cols[][3] = {{512, 128, 640}, {1024, 128, 1152}, {0, 128, 128}, {8192, 128, 8320},
-                                      {2048, 128, 2176}, {4, 4, 128},     {124, 4, 128}, {125, 4, 256},
+    static const int64_t cols[][3] = {{512, 128, 640},   {1024, 128, 1152}, {0, 128, 128}, {8192, 128, 8320},
+                                      {2048, 128, 2176}, {4, 4, 128},       {124, 4, 128}, {125, 4, 256},
                                       {-1, 4, -1},       {4, -1, -1}};
     for (int i = 0; i < 10; ++i)
-        TH_CHECK(t, dsv4_combine_topk_swa_cols(cols[i][0], cols[i][1]) == cols[i][2], "cols(%lld, %lld) = %lld, want %lld",
-                 (long long)cols[i][0], (long long)cols[i][1],
+        TH_CHECK(t, dsv4_combine_topk_swa_cols(cols[i][0], cols[i][1]) == cols[i][2],
+                 "cols(%lld, %lld) = %lld, want %lld", (long long)cols[i][0], (long long)cols[i][1],
                  (long long)dsv4_combine_topk_swa_cols(cols[i][0], cols[i][1]), (long long)cols[i][2]);
     dsv4_combine_topk_swa_desc_t cd = {8192, 4, 512, 512, 0, 128, 4, 100000, 50000, 0, 0};
     size_t bytes = 1;

@@ -32,18 +32,12 @@ int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t
     dsv4_topk_translate_args_t a = {idx_dev_ptr(&topk), idx_dev_ptr(&t2r), idx_dev_ptr(&tab),
                                     idx_dev_ptr(&val),  idx_dev_ptr(&out), idx_dev_ptr(&lens)};
     void *s = th_stream_create(t);
-    dsv4_status_t st = dsv4_topk_translate(d, &a, NULL, 0, DSV4_STREAM(s));
-    if (st != DSV4_STATUS_SUCCESS) th_fail(t, __FILE__, __LINE__, "[%s] run: %s", name, dsv4_last_error());
-    th_stream_sync_destroy(t, s);
+    const int ok = idx_sync_status(t, name, dsv4_topk_translate(d, &a, NULL, 0, DSV4_STREAM(s)), s);
     idx_dev_get(t, &out, h->global_indices);
     idx_dev_get(t, &lens, h->lens);
-    idx_dev_check_in(t, &topk);
-    idx_dev_check_in(t, &t2r);
-    idx_dev_check_in(t, &tab);
-    idx_dev_check_in(t, &val);
-    idx_dev_t *all[] = {&topk, &t2r, &tab, &val, &out, &lens};
-    for (int i = 0; i < 6; ++i) idx_dev_free(all[i]);
-    return st == DSV4_STATUS_SUCCESS;
+    idx_dev_t *const ins[] = {&topk, &t2r, &tab, &val}, *const outs[] = {&out, &lens};
+    idx_dev_finish(t, ins, 4, outs, 2);
+    return ok;
 }
 
 int tt_gpu_packed(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
@@ -60,24 +54,19 @@ int tt_gpu_packed(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_
     idx_dev_t indptr = idx_dev_out((size_t)(T + 1) * 4, out_off, "indptr");
     idx_dev_t packed = idx_dev_out((size_t)(T * K) * 4, out_off, "packed");
     idx_dev_t ws = idx_dev_out(ws_bytes, 0, "workspace");
-    dsv4_topk_translate_packed_args_t a = {idx_dev_ptr(&topk), idx_dev_ptr(&t2r),    idx_dev_ptr(&tab),
-                                           idx_dev_ptr(&val),  idx_dev_ptr(&lens),   idx_dev_ptr(&indptr),
+    dsv4_topk_translate_packed_args_t a = {idx_dev_ptr(&topk),  idx_dev_ptr(&t2r),  idx_dev_ptr(&tab),
+                                           idx_dev_ptr(&val),   idx_dev_ptr(&lens), idx_dev_ptr(&indptr),
                                            idx_dev_ptr(&packed)};
     void *s = th_stream_create(t);
-    dsv4_status_t st = dsv4_topk_translate_packed(d, &a, idx_dev_ptr(&ws), ws_bytes, DSV4_STREAM(s));
-    if (st != DSV4_STATUS_SUCCESS) th_fail(t, __FILE__, __LINE__, "[%s] run: %s", name, dsv4_last_error());
-    th_stream_sync_destroy(t, s);
+    const int ok =
+        idx_sync_status(t, name, dsv4_topk_translate_packed(d, &a, idx_dev_ptr(&ws), ws_bytes, DSV4_STREAM(s)), s);
     idx_dev_get(t, &lens, h->lens);
     idx_dev_get(t, &indptr, h->indptr);
     idx_dev_get(t, &packed, h->packed);
     th_buf_guards_ok(t, &ws.buf, "workspace");
-    idx_dev_check_in(t, &topk);
-    idx_dev_check_in(t, &t2r);
-    idx_dev_check_in(t, &tab);
-    idx_dev_check_in(t, &val);
-    idx_dev_t *all[] = {&topk, &t2r, &tab, &val, &lens, &indptr, &packed, &ws};
-    for (int i = 0; i < 8; ++i) idx_dev_free(all[i]);
-    return st == DSV4_STATUS_SUCCESS;
+    idx_dev_t *const ins[] = {&topk, &t2r, &tab, &val}, *const outs[] = {&lens, &indptr, &packed, &ws};
+    idx_dev_finish(t, ins, 4, outs, 4);
+    return ok;
 }
 
 /* ---- cases ------------------------------------------------------------------------------ */
@@ -112,8 +101,10 @@ static void fill_row(th_rng_t *r, int32_t *row, int64_t K, int64_t width, int64_
     }
     int64_t n = K;
     const int64_t pick = th_rng_range(r, 0, 99);
-    if (pick < 15) n = 0;
-    else if (pick < 55) n = th_rng_range(r, 0, K);
+    if (pick < 15)
+        n = 0;
+    else if (pick < 55)
+        n = th_rng_range(r, 0, K);
     if (kind == KIND_SPARSE && n > 8) n = th_rng_range(r, 1, 8);
     int64_t lo = 0, hi = vlimit; /* values in [lo, hi) */
     if (kind == KIND_NARROW) {
@@ -150,8 +141,9 @@ void tt_case_make(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t R, in
     for (int64_t i = 0; i < R * bst; ++i) {
         const int64_t p = th_rng_range(r, 0, 99);
         /* Mostly ordinary pages; a few huge ones (the slot wraps) and unallocated (-1). */
-        c->table[i] = p < 2 ? (int32_t)th_rng_range(r, INT32_MAX / 2, INT32_MAX) : p < 3 ? -1
-                                                                               : (int32_t)th_rng_range(r, 0, 1 << 20);
+        c->table[i] = p < 2   ? (int32_t)th_rng_range(r, INT32_MAX / 2, INT32_MAX)
+                      : p < 3 ? -1
+                              : (int32_t)th_rng_range(r, 0, 1 << 20);
     }
     for (int64_t t = 0; t < T; ++t) {
         const int64_t p = th_rng_range(r, 0, 99);
@@ -171,8 +163,8 @@ void tt_check_case(th_ctx_t *t, const tt_case_t *c, size_t in_off, size_t out_of
     const dsv4_topk_translate_desc_t *d = &c->d;
     const int64_t T = d->num_tokens, K = d->topk, os = d->out_stride ? d->out_stride : K;
     char name[300];
-    snprintf(name, sizeof name, "%s %s in_off=%zu out_off=%zu seed=%llu", packed ? "packed" : "dense", c->name,
-             in_off, out_off, (unsigned long long)th_seed(t));
+    snprintf(name, sizeof name, "%s %s in_off=%zu out_off=%zu seed=%llu", packed ? "packed" : "dense", c->name, in_off,
+             out_off, (unsigned long long)th_seed(t));
     int32_t *want_lens = idx_poisoned_i32((size_t)T), *got_lens = idx_poisoned_i32((size_t)T);
     if (!packed) {
         int32_t *want = idx_poisoned_i32((size_t)(T * os)), *got = idx_poisoned_i32((size_t)(T * os));
@@ -217,14 +209,22 @@ typedef struct {
  * 4, misaligned pointers, padded strides, T = 0 and 1, bs = 1, a table whose slot range
  * exceeds 2^31 (vlimit clamp). */
 static const tt_shape_t tt_shapes[] = {
-    {1, 512, 1, 40, 16, KIND_NARROW, 0, 0, 0},     {7, 512, 3, 600, 16, KIND_NARROW, 0, 0, 0},
-    {300, 512, 37, 5000, 16, KIND_WIDE, 0, 0, 0},  {300, 1024, 9, 3000, 64, KIND_SPARSE, 0, 0, 0},
-    {300, 2048, 50, 700, 32, KIND_MIX, 0, 0, 0},   {200, 2048, 13, 2000, 1, KIND_TINY, 1, 0, 0},
-    {257, 777, 5, 900, 3, KIND_MIX, 0, 0, 0},      {129, 512, 8, 1200, 16, KIND_JUNK, 0, 0, 0},
-    {96, 8192, 6, 4000, 16, KIND_MIX, 0, 0, 0},    {64, 512, 4, 300, 16, KIND_NARROW, 0, 4, 0},
-    {64, 512, 4, 300, 16, KIND_NARROW, 0, 0, 4},   {64, 1000, 4, 300, 16, KIND_MIX, 1, 4, 4},
-    {5, 0, 2, 10, 16, KIND_MIX, 0, 0, 0},          {0, 512, 2, 10, 16, KIND_MIX, 0, 0, 0},
-    {150, 512, 3, 1 << 20, 4096, KIND_MIX, 0, 0, 0}, {33, 13, 2, 7, 5, KIND_MIX, 1, 0, 0},
+    {1, 512, 1, 40, 16, KIND_NARROW, 0, 0, 0},
+    {7, 512, 3, 600, 16, KIND_NARROW, 0, 0, 0},
+    {300, 512, 37, 5000, 16, KIND_WIDE, 0, 0, 0},
+    {300, 1024, 9, 3000, 64, KIND_SPARSE, 0, 0, 0},
+    {300, 2048, 50, 700, 32, KIND_MIX, 0, 0, 0},
+    {200, 2048, 13, 2000, 1, KIND_TINY, 1, 0, 0},
+    {257, 777, 5, 900, 3, KIND_MIX, 0, 0, 0},
+    {129, 512, 8, 1200, 16, KIND_JUNK, 0, 0, 0},
+    {96, 8192, 6, 4000, 16, KIND_MIX, 0, 0, 0},
+    {64, 512, 4, 300, 16, KIND_NARROW, 0, 4, 0},
+    {64, 512, 4, 300, 16, KIND_NARROW, 0, 0, 4},
+    {64, 1000, 4, 300, 16, KIND_MIX, 1, 4, 4},
+    {5, 0, 2, 10, 16, KIND_MIX, 0, 0, 0},
+    {0, 512, 2, 10, 16, KIND_MIX, 0, 0, 0},
+    {150, 512, 3, 1 << 20, 4096, KIND_MIX, 0, 0, 0},
+    {33, 13, 2, 7, 5, KIND_MIX, 1, 0, 0},
 };
 
 static void run_shapes(th_ctx_t *t, int packed) {
