@@ -31,7 +31,8 @@ template <bool VEC> __global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kern
     const bool rok = (unsigned)req < (unsigned)p.num_reqs;
     /* min(pos + 1, W) written so that pos = 2^31 - 1 does not overflow. */
     const int len = (rok && pos >= 0) ? min(pos, p.window - 1) + 1 : 0;
-    const uint32_t start = (uint32_t)(pos - len + 1); /* >= 0 whenever len > 0 */
+    /* Unsigned: pos = 2^31-1 with len = 0 must not overflow; used only when len > 0 (then >= 0). */
+    const uint32_t start = (uint32_t)pos - (uint32_t)len + 1u;
     const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
     int32_t *row = p.out + t * p.out_stride;
     const uint32_t P = (uint32_t)p.page_size;
