@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "idx_test.h"
 
 static idx_dev_t dev_make(size_t bytes, size_t off, const void *host, const char *what) {
@@ -28,6 +30,9 @@ idx_dev_t idx_dev_in(const void *host, size_t bytes, size_t off, const char *wha
 idx_dev_t idx_dev_out(size_t bytes, size_t off, const char *what) {
     idx_dev_t d = dev_make(bytes, off, NULL, what);
     th_buf_poison(&d.buf, IDX_POISON);
+    /* cudaMemset is asynchronous on the legacy stream, which a non-blocking stream does not
+     * wait for: finish the poison before any kernel can write the buffer. */
+    cudaDeviceSynchronize();
     return d;
 }
 
