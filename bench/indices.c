@@ -1,5 +1,229 @@
-/* Benchmark cases of the indices family (none yet: the family has not landed). */
-#include "bench.h"
+/*
+ * Benchmark cases of the indices family (issue 4).
+ *
+ * These operators are write-bound or launch-bound. Each GPU case reports, besides the usual
+ * row, the issue's yardsticks in its config string (and one extra stdout line):
+ *   write_floor_us = (output bytes written, lens included) / measured copy bandwidth,
+ *   ratio_to_floor = median / write_floor_us   (minimum 2, goal 1.25),
+ *   launch_us      = the event-timed empty kernel, over_launch_us = median - launch_us
+ *                    (T = 1536 combine: minimum +2 us, goal +1 us).
+ * "bytes" (GB/s, %ceil) counts everything the kernel moves: reads of top-k entries and
+ * block-table pages as well as the writes.
+ *
+ * Inputs are model-shaped: the prefill combine over 4 requests of a chunk with prefixes
+ * 0 / 3K / 20K / 100K tokens (max_model_len 128K, W = 128), the decode translation at one
+ * token per request with contexts of 1K-64K tokens (ratio 4, 64-token blocks: bs = 16).
+ * With --check each case is compared with the CPU reference before it is timed. Without a
+ * GPU each case runs its reference on a small input of the same shape and checks invariants
+ * of the result.
+ */
+#include <stdlib.h>
+#include <string.h>
 
-const bench_case_t bench_indices_cases[] = {{NULL, NULL, NULL}};
-const int bench_indices_count = 0;
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+#include "indices_bench.h"
+
+/* ---- shared helpers ---------------------------------------------------------------------- */
+uint64_t idxb_next(uint64_t *s) { /* splitmix64: deterministic inputs, no test harness here */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(idxb_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+void *idxb_upload(const void *host, size_t bytes) {
+    void *d = bench_dev_alloc(bytes);
+    if (d && bytes && bench_upload(d, host, bytes)) {
+        bench_dev_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void idxb_free_all(const void *const host[], int n_host, const void *const dev[], int n_dev) {
+    for (int i = 0; i < n_host; ++i) free((void *)host[i]);
+    for (int i = 0; i < n_dev; ++i) bench_dev_free((void *)dev[i]);
+}
+
+int idxb_sync(bench_ctx_t *ctx) { return cudaStreamSynchronize((cudaStream_t)ctx->stream) == cudaSuccess ? 0 : -1; }
+
+int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (got[i] != want[i]) {
+            printf("  check failed: %s[%zu] = %d, reference %d\n", what, i, got[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char *shape, const bench_timing_t *tm,
+                 double bytes, double write_bytes, bench_ceiling_t ceiling, const char *check) {
+    const double floor_us = write_bytes / (ctx->copy_gbps * 1e3);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s write_floor_us=%.2f ratio_to_floor=%.2f launch_us=%.2f over_launch_us=%.2f", shape,
+             floor_us, tm->median_us / floor_us, ctx->empty_us, tm->median_us - ctx->empty_us);
+    bench_report(ctx, op, name, cfg, tm, bytes, 0, ceiling, check);
+    printf("  %s: write floor %.2f us -> ratio %.2f; launch %.2f us -> +%.2f us\n", name, floor_us,
+           tm->median_us / floor_us, ctx->empty_us, tm->median_us - ctx->empty_us);
+}
+
+/* ---- combine ----------------------------------------------------------------------------- */
+typedef struct {
+    dsv4_combine_topk_swa_desc_t d;
+    dsv4_combine_topk_swa_args_t h, dev; /* host inputs (outputs: NULL) and device buffers */
+    double read_bytes;
+} cmb_state_t;
+
+static void cmb_make(cmb_state_t *s, int64_t T, int64_t topk, int64_t ratio) {
+    static const int64_t prefix[4] = {0, 3000, 20000, 100000};
+    const int64_t R = 4, W = 128, max_model_len = 131072;
+    uint64_t seed = 0x1D1CE5u + (uint64_t)(T * 31 + topk * 7 + ratio);
+    memset(s, 0, sizeof *s);
+    dsv4_combine_topk_swa_desc_t d = {T, R, topk, topk, 0, W, ratio, 0, 0, 0, DSV4_COMBINE_V4_1};
+    d.swa_row0 = ratio ? (max_model_len + ratio - 1) / ratio : 0;
+    d.slab_rows = d.swa_row0 + W + T;
+    s->d = d;
+    int32_t *qsl = malloc(5 * 4), *seq = malloc(4 * 4), *gat = malloc(4 * 4);
+    int32_t *topk_h = malloc((size_t)(T * topk + 1) * 4);
+    for (int64_t b = 0; b <= R; ++b) qsl[b] = (int32_t)(b * T / R);
+    for (int64_t b = 0; b < R; ++b) {
+        const int64_t q = qsl[b + 1] - qsl[b];
+        seq[b] = (int32_t)(prefix[b] + q);
+        gat[b] = (int32_t)(q + (prefix[b] < W - 1 ? prefix[b] : W - 1));
+        for (int64_t t = qsl[b]; t < qsl[b + 1]; ++t) {
+            const int64_t pos = prefix[b] + (t - qsl[b]), n = ratio ? (pos + 1) / ratio : 0;
+            const int64_t len = n < topk ? n : topk;
+            for (int64_t j = 0; j < topk; ++j)
+                topk_h[t * topk + j] = j < len ? (int32_t)(n <= topk ? j : idxb_range(&seed, 0, n - 1)) : -1;
+            /* The kernel reads the first min(topk, 512) columns of every row, then chunks
+             * below topk_len. */
+            const int64_t pre = topk < 512 ? topk : 512, rd = ratio ? (len > pre ? (len + 3) / 4 * 4 : pre) : 0;
+            s->read_bytes += 4.0 * (double)rd;
+        }
+    }
+    dsv4_combine_topk_swa_args_t h = {topk_h, qsl, seq, gat, NULL, NULL};
+    s->h = h;
+}
+
+static void cmb_free(cmb_state_t *s) {
+    const void *host[] = {s->h.topk_indices, s->h.query_start_loc, s->h.seq_lens, s->h.gather_lens};
+    const void *dev[] = {s->dev.topk_indices, s->dev.query_start_loc, s->dev.seq_lens,
+                         s->dev.gather_lens,  s->dev.combined,        s->dev.combined_lens};
+    idxb_free_all(host, 4, dev, 6);
+}
+
+/* Invariants of a reference result for the no-GPU path: every row ends its list with the
+ * token's own workspace row, the window part is consecutive, region A names rows of the
+ * token's own slab (or -1), and everything past lens is -1. */
+static int cmb_invariants(const cmb_state_t *s, const int32_t *out, const int32_t *lens) {
+    const dsv4_combine_topk_swa_desc_t *d = &s->d;
+    const int64_t C = dsv4_combine_topk_swa_cols(d->topk, d->window);
+    for (int64_t b = 0; b < d->num_reqs; ++b) {
+        const int32_t *qsl = s->h.query_start_loc;
+        const int64_t L = s->h.seq_lens[b], gs = L - s->h.gather_lens[b], q = qsl[b + 1] - qsl[b];
+        for (int64_t t = qsl[b]; t < qsl[b + 1]; ++t) {
+            const int64_t pos = L - q + (t - qsl[b]), swa = pos + 1 < d->window ? pos + 1 : d->window;
+            const int32_t *row = out + t * C;
+            const int64_t n = lens[t], self = d->slab_rows * b + d->swa_row0 + (pos - gs);
+            if (n < swa || n > C || row[n - 1] != self) return 0;
+            for (int64_t j = n - swa; j < n; ++j)
+                if (row[j] != self - (n - 1 - j)) return 0;
+            for (int64_t j = 0; j < n - swa; ++j)
+                if (row[j] != -1 && (row[j] < d->slab_rows * b || row[j] >= d->slab_rows * b + d->swa_row0)) return 0;
+            for (int64_t j = n; j < C; ++j)
+                if (row[j] != -1) return 0;
+        }
+    }
+    return 1;
+}
+
+static dsv4_status_t cmb_launch(bench_ctx_t *ctx, void *state) {
+    cmb_state_t *s = state;
+    return dsv4_combine_topk_swa(&s->d, &s->dev, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+
+static void cmb_cpu_fn(void *state) {
+    cmb_state_t *s = state;
+    dsv4_combine_topk_swa_ref(&s->d, &s->h);
+}
+
+static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int64_t topk, int64_t ratio) {
+    cmb_state_t s;
+    const int gpu = ctx->have_gpu;
+    cmb_make(&s, gpu ? T : 256, topk, ratio);
+    const int64_t Tn = s.d.num_tokens, C = dsv4_combine_topk_swa_cols(topk, s.d.window);
+    int32_t *ref = malloc((size_t)(Tn * C) * 4), *ref_l = malloc((size_t)Tn * 4);
+    s.h.combined = ref;
+    s.h.combined_lens = ref_l;
+    int ok = dsv4_combine_topk_swa_ref(&s.d, &s.h) == DSV4_STATUS_SUCCESS;
+    bench_timing_t tm;
+    if (!gpu) {
+        ok = ok && cmb_invariants(&s, ref, ref_l);
+        bench_time_cpu(cmb_cpu_fn, &s, 5, &tm);
+        bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+    } else {
+        dsv4_combine_topk_swa_args_t dev = {idxb_upload(s.h.topk_indices, (size_t)(Tn * topk) * 4),
+                                            idxb_upload(s.h.query_start_loc, 5 * 4),
+                                            idxb_upload(s.h.seq_lens, 4 * 4),
+                                            idxb_upload(s.h.gather_lens, 4 * 4),
+                                            bench_dev_alloc((size_t)(Tn * C) * 4),
+                                            bench_dev_alloc((size_t)Tn * 4)};
+        s.dev = dev;
+        const char *check = "skipped";
+        if (ctx->check) {
+            int32_t *got = malloc((size_t)(Tn * C) * 4), *got_l = malloc((size_t)Tn * 4);
+            ok = ok && cmb_launch(ctx, &s) == DSV4_STATUS_SUCCESS && !idxb_sync(ctx) &&
+                 !bench_download(got, dev.combined, (size_t)(Tn * C) * 4) &&
+                 !bench_download(got_l, dev.combined_lens, (size_t)Tn * 4) &&
+                 idxb_same("combined", got, ref, (size_t)(Tn * C)) && idxb_same("lens", got_l, ref_l, (size_t)Tn);
+            check = ok ? "pass" : "fail";
+            free(got);
+            free(got_l);
+        }
+        if (bench_time(ctx, cmb_launch, &s, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("%s %s: %s\n", op, name, dsv4_last_error());
+            ok = 0;
+        } else {
+            char shape[128];
+            snprintf(shape, sizeof shape, "r=%lld topk=%lld W=128 C=%lld R=4 prefixes=0/3K/20K/100K", (long long)ratio,
+                     (long long)topk, (long long)C);
+            const double writes = 4.0 * (double)(Tn * C + Tn);
+            idxb_report(ctx, op, name, shape, &tm, writes + s.read_bytes, writes,
+                        T <= 2048 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, check);
+        }
+    }
+    free(ref);
+    free(ref_l);
+    s.h.combined = NULL;
+    s.h.combined_lens = NULL;
+    cmb_free(&s);
+    return !ok;
+}
+
+static int combine_8192_512(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 8192, 512, 4);
+}
+static int combine_8192_1024(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 8192, 1024, 4);
+}
+static int combine_1536_512(bench_ctx_t *c, const char *op, const char *n) {
+    return run_combine(c, op, n, 1536, 512, 4);
+}
+static int combine_8192_swa(bench_ctx_t *c, const char *op, const char *n) { return run_combine(c, op, n, 8192, 0, 0); }
+
+const bench_case_t bench_indices_cases[] = {
+    {"combine_topk_swa", "T=8192 topk=512 W=128 4req", combine_8192_512},
+    {"combine_topk_swa", "T=8192 topk=1024 W=128 4req", combine_8192_1024},
+    {"combine_topk_swa", "T=1536 topk=512 W=128 4req", combine_1536_512},
+    {"combine_topk_swa", "T=8192 swa-only W=128 4req", combine_8192_swa},
+    {"topk_translate", "T=8192 K=512 decode", idxb_translate_8192_512},
+    {"topk_translate", "T=8192 K=2048 decode", idxb_translate_8192_2048},
+    {"topk_translate_packed", "T=8192 K=512 decode", idxb_translate_packed_8192_512},
+    {"decode_swa_indices", "T=2048 W=128 P=64", idxb_decode_swa_2048},
+};
+const int bench_indices_count = (int)(sizeof bench_indices_cases / sizeof bench_indices_cases[0]);

@@ -1,0 +1,191 @@
+/*
+ * Top-k + sliding-window combine for prefill (spec/indices.md section 3).
+ *
+ * Formula, per token row t (key = qsl[0] + t; request b with qsl[b] <= key < qsl[b+1]):
+ *     pos = L + key - qsl[b+1]                    (= L - (q1 - q0) + (t - q0), rebased)
+ *     topk_len = ratio ? min(max(pos+1, 0) / ratio, TOP_K) : 0
+ *     V4.1: swa_start = max(pos - W + 1, 0, gs), swa_len = max(pos - swa_start + 1, 0)
+ *     V4:   swa_len = min(max(pos+1, 0), W),     swa_start = pos - swa_len + 1
+ *     column j <  topk_len           : A(topk[t, j])  (V4.1: v in [0, N) ? v + M b : -1;
+ *                                                      V4: v + M b)
+ *     column j <  topk_len + swa_len : M b + N + (swa_start - gs) + (j - topk_len)
+ *     column j <  C                  : -1;     lens[t] = topk_len + swa_len
+ * Rows no request covers get -1 and lens 0. Arithmetic on slot values wraps mod 2^32
+ * (unsigned adds), exactly as the reference's int64-then-truncate.
+ *
+ * Decomposition: grid ceil(T / 4) CTAs of 4 warps; warp w of CTA b owns row 4b + w.
+ * Lane l owns the 4-column chunks c = l + 32k of the row, so every element has exactly one
+ * writer and the three regions need no ordering: a chunk that straddles a region boundary
+ * is computed element by element by its one lane. Stores are 16-byte streaming stores when
+ * the output row allows it (C is a multiple of 128 int32).
+ *
+ * Latency: the first batch of top-k chunks (columns < min(topk_load, 512)) is loaded before
+ * the request is known (it depends only on t), so at small T the kernel pays one round of
+ * dependent loads (qsl / seq_lens / gather_lens, one round for R <= 31) before it stores.
+ * Later batches load only chunks that start below topk_len.
+ */
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "indices/combine_topk_swa_config.h"
+#include "indices/index_device.cuh"
+
+#define CMB_BATCH (32 * DSV4_CMB_UNROLL) /* chunks per batch */
+
+/* The request of row t and what the row needs from it. Warp-uniform results. */
+struct cmb_req {
+    int b;
+    int64_t key; /* qsl[0] + t          */
+    int64_t q1;  /* qsl[b + 1]          */
+    int64_t L;   /* seq_lens[b]         */
+    int64_t G;   /* gather_lens[b]      */
+};
+
+static __device__ __forceinline__ cmb_req cmb_find_request(const dsv4_cmb_params_t &p, int64_t t, int lane) {
+    cmb_req r;
+    const int R = p.num_reqs;
+    if (R <= DSV4_CMB_FAST_REQS) {
+        /* One round: lane l holds qsl[l] (l <= R), seq_lens[l] and gather_lens[l] (l < R). */
+        const int64_t qv = lane <= R ? (int64_t)__ldg(p.qsl + lane) : 0;
+        const int sl = lane < R ? __ldg(p.seq_lens + lane) : 0;
+        const int gl = lane < R ? __ldg(p.gather_lens + lane) : 0;
+        r.key = __shfl_sync(DSV4_IDX_FULL, qv, 0) + t;
+        /* qsl is non-decreasing: the boundaries qsl[1..R-1] <= key are a prefix. */
+        r.b = __popc(__ballot_sync(DSV4_IDX_FULL, lane >= 1 && lane < R && qv <= r.key));
+        r.q1 = __shfl_sync(DSV4_IDX_FULL, qv, r.b + 1);
+        r.L = __shfl_sync(DSV4_IDX_FULL, sl, r.b);
+        r.G = __shfl_sync(DSV4_IDX_FULL, gl, r.b);
+        return r;
+    }
+    /* 32-ary search for the last b in [0, R) with qsl[b] <= key: each round the 32 lanes
+     * probe evenly spaced boundaries and the count of those <= key narrows [lo, hi) to one
+     * step. Even a decreasing qsl keeps lo inside [0, R) (c counts probes below hi). */
+    r.key = (int64_t)__ldg(p.qsl) + t;
+    int lo = 0, hi = R;
+    while (hi - lo > 1) {
+        const int step = (hi - lo - 1 + 31) >> 5;
+        const int i = lo + step * (lane + 1);
+        const bool le = i < hi && (int64_t)__ldg(p.qsl + i) <= r.key;
+        lo += __popc(__ballot_sync(DSV4_IDX_FULL, le)) * step;
+        hi = min(hi, lo + step);
+    }
+    r.b = lo;
+    r.q1 = __ldg(p.qsl + lo + 1);
+    r.L = __ldg(p.seq_lens + lo);
+    r.G = __ldg(p.gather_lens + lo);
+    return r;
+}
+
+/* The row's regions, reduced to what the element formula needs. */
+struct cmb_row {
+    int topk_len; /* end of region A                                    */
+    int total;    /* end of region B (= lens)                           */
+    uint32_t mb;  /* M * b: region A offset                             */
+    uint32_t b0;  /* region B value at column j is b0 + j               */
+};
+
+template <bool V4> static __device__ __forceinline__ cmb_row cmb_regions(const dsv4_cmb_params_t &p, const cmb_req &r) {
+    cmb_row w;
+    int topk_len = 0, swa_len = 0;
+    int64_t swa_start = 0;
+    const int64_t gs = r.L - r.G;
+    if (r.key < r.q1) { /* covered by request b */
+        const int64_t pos = r.L + r.key - r.q1;
+        const int64_t np1 = pos + 1 > 0 ? pos + 1 : 0;
+        if (p.ratio > 0) topk_len = (int)min(np1 / p.ratio, (int64_t)p.topk);
+        if (V4) {
+            swa_len = (int)min(np1, (int64_t)p.window);
+            swa_start = pos - swa_len + 1;
+        } else {
+            swa_start = max(max(pos - p.window + 1, (int64_t)0), gs);
+            swa_len = (int)max(pos - swa_start + 1, (int64_t)0);
+        }
+    }
+    w.topk_len = topk_len;
+    w.total = topk_len + swa_len;
+    w.mb = (uint32_t)p.slab_rows * (uint32_t)r.b;
+    w.b0 = w.mb + (uint32_t)p.swa_row0 + (uint32_t)(uint64_t)(swa_start - gs) - (uint32_t)topk_len;
+    return w;
+}
+
+/* Computes and stores the chunks base + lane + 32u (u < UNROLL) from their top-k values. */
+template <bool V4, bool VEC>
+static __device__ __forceinline__ void cmb_emit(const dsv4_cmb_params_t &p, const cmb_row &w,
+                                                const int (&v)[DSV4_CMB_UNROLL][4], int base, int lane,
+                                                int32_t *__restrict__ row) {
+    const int c4 = p.cols >> 2;
+#pragma unroll
+    for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
+        const int c = base + lane + 32 * u;
+        if (c >= c4) continue;
+        int o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int j = 4 * c + e;
+            const int x = v[u][e];
+            const int a = (V4 || (x >= 0 && x < p.swa_row0)) ? (int)((uint32_t)x + w.mb) : -1;
+            o[e] = j < w.topk_len ? a : (j < w.total ? (int)(w.b0 + (uint32_t)j) : -1);
+        }
+        dsv4_idx_store4<VEC>(row, c, o, p.cols);
+    }
+}
+
+template <bool V4, bool VEC> __global__ void __launch_bounds__(DSV4_CMB_THREADS) cmb_kernel(const dsv4_cmb_params_t p) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t t = (int64_t)blockIdx.x * DSV4_CMB_WARPS + warp;
+    if (t >= p.num_tokens) return; /* whole warps; no CTA barrier in this kernel */
+    const int32_t *in = p.topk_indices + t * p.topk_stride;
+    int32_t *row = p.out + t * p.out_stride;
+
+    /* Batch 0's top-k values, before the request is known (independent loads). */
+    int v[DSV4_CMB_UNROLL][4];
+#pragma unroll
+    for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
+        const int c = lane + 32 * u;
+        if (4 * c < p.topk_load) {
+            dsv4_idx_load4<VEC>(v[u], in, c, p.topk_load);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[u][e] = -1;
+        }
+    }
+    const cmb_req r = cmb_find_request(p, t, lane);
+    const cmb_row w = cmb_regions<V4>(p, r);
+    cmb_emit<V4, VEC>(p, w, v, 0, lane, row);
+
+    for (int base = CMB_BATCH; base < (p.cols >> 2); base += CMB_BATCH) {
+#pragma unroll
+        for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
+            const int c = base + lane + 32 * u;
+            if (4 * c < w.topk_len) {
+                dsv4_idx_load4<VEC>(v[u], in, c, p.topk_load);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) v[u][e] = -1;
+            }
+        }
+        cmb_emit<V4, VEC>(p, w, v, base, lane, row);
+    }
+    if (lane == 0) p.lens[t] = w.total;
+}
+
+extern "C" dsv4_status_t dsv4_combine_topk_swa_launch(const dsv4_cmb_params_t *p, int v4_mode, dsv4_stream_t stream) {
+    static const char *op = "combine_topk_swa";
+    static int smem[4];
+    if (p->num_tokens == 0) return DSV4_STATUS_SUCCESS;
+    const int which = (v4_mode ? 2 : 0) + (p->vec ? 1 : 0);
+    const void *k = which == 0   ? (const void *)cmb_kernel<false, false>
+                    : which == 1 ? (const void *)cmb_kernel<false, true>
+                    : which == 2 ? (const void *)cmb_kernel<true, false>
+                                 : (const void *)cmb_kernel<true, true>;
+    DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem[which]));
+    const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_CMB_WARPS - 1) / DSV4_CMB_WARPS);
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (which) {
+    case 0: cmb_kernel<false, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
+    case 1: cmb_kernel<false, true><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
+    case 2: cmb_kernel<true, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
+    default: cmb_kernel<true, true><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
+    }
+    return dsv4_launch_status(op);
+}

@@ -1,0 +1,62 @@
+/*
+ * Internal device helpers of the indices family: 4-column chunk loads and stores with a
+ * 16-byte form and an element form, and warp reductions. All kernels of the family give
+ * each output element to exactly one lane (race-free by construction), so nothing here
+ * needs atomics.
+ */
+#ifndef DSV4_INDICES_INDEX_DEVICE_CUH
+#define DSV4_INDICES_INDEX_DEVICE_CUH
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#define DSV4_IDX_FULL 0xFFFFFFFFu
+
+/* Columns 4c .. 4c+3 of a row, as an array so unrolled loops index it at compile time.
+ * VEC: one 16-byte load; the caller guarantees the row is 16-byte aligned and the chunk
+ * lies inside the row. Otherwise element loads, and columns >= ncols read as -1. */
+template <bool VEC>
+static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t *__restrict__ row, int c, int ncols) {
+    if (VEC) {
+        const int4 x = __ldg(reinterpret_cast<const int4 *>(row) + c);
+        v[0] = x.x;
+        v[1] = x.y;
+        v[2] = x.z;
+        v[3] = x.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = 4 * c + e < ncols ? __ldg(row + 4 * c + e) : -1;
+    }
+}
+
+/* Store columns 4c .. 4c+3 (those < ncols in the element form). The outputs are written
+ * once and read by another kernel later, so the stores are streaming (evict-first). */
+template <bool VEC>
+static __device__ __forceinline__ void dsv4_idx_store4(int32_t *__restrict__ row, int c, const int (&v)[4], int ncols) {
+    if (VEC) {
+        __stcs(reinterpret_cast<int4 *>(row) + c, make_int4(v[0], v[1], v[2], v[3]));
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (4 * c + e < ncols) __stcs(row + 4 * c + e, v[e]);
+    }
+}
+
+static __device__ __forceinline__ int dsv4_idx_warp_sum(int x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(DSV4_IDX_FULL, x, o);
+    return x;
+}
+static __device__ __forceinline__ int dsv4_idx_warp_min(int x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = min(x, __shfl_xor_sync(DSV4_IDX_FULL, x, o));
+    return x;
+}
+static __device__ __forceinline__ int dsv4_idx_warp_max(int x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(DSV4_IDX_FULL, x, o));
+    return x;
+}
+
+#endif /* DSV4_INDICES_INDEX_DEVICE_CUH */
