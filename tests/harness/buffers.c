@@ -74,7 +74,10 @@ void th_buf_download(const th_buf_t *b, void *dst) {
 
 void th_buf_poison(th_buf_t *b, uint8_t byte) {
     if (b->on_device) {
-        if (cudaMemset(th_ptr(b), byte, b->bytes) != cudaSuccess) die("cudaMemset failed");
+        /* cudaMemset may return before it completes, and work on a non-blocking stream
+         * does not wait for the legacy stream: finish it before the test launches. */
+        if (cudaMemset(th_ptr(b), byte, b->bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+            die("cudaMemset failed");
     } else {
         memset(th_ptr(b), byte, b->bytes);
     }
