@@ -42,6 +42,10 @@ typedef dsv4_status_t (*bench_launch_fn)(bench_ctx_t *ctx, void *state);
 
 /* Warm up, then time ctx->reps runs, each after an L2 flush, with CUDA events. */
 dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out);
+/* As bench_time without the flush: inputs stay where the previous run left them (in L2
+ * when they fit), as when the producing kernel ran just before. Rows timed this way must
+ * say so in their case name or config. */
+dsv4_status_t bench_time_warm(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out);
 /* Host timing of a CPU function (the no-GPU path), median of `reps`. */
 void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
 

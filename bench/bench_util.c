@@ -38,7 +38,7 @@ int bench_download(void *dst, const void *src, size_t bytes) {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
 }
 
-dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
+static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *state, int flush, bench_timing_t *out) {
     cudaStream_t s = (cudaStream_t)ctx->stream;
     for (int i = 0; i < 3; ++i) {
         dsv4_status_t st = fn(ctx, state);
@@ -51,7 +51,7 @@ dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, benc
     dsv4_status_t st = DSV4_STATUS_SUCCESS;
     for (int i = 0; i < n && st == DSV4_STATUS_SUCCESS; ++i) {
         /* Evict the operator's inputs from L2 so every rep reads them from memory. */
-        if (ctx->flush) cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
+        if (flush && ctx->flush) cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
         cudaEventRecord(ev[2 * i], s);
         st = fn(ctx, state);
         cudaEventRecord(ev[2 * i + 1], s);
@@ -67,6 +67,14 @@ dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, benc
     free(ev);
     free(us);
     return st;
+}
+
+dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
+    return time_reps(ctx, fn, state, 1, out);
+}
+
+dsv4_status_t bench_time_warm(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
+    return time_reps(ctx, fn, state, 0, out);
 }
 
 static double now_us(void) {
