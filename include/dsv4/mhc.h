@@ -72,10 +72,12 @@
  * ---------------------------------------------------------------------------------
  *   SMALL_T (auto for T < 16 when the geometry tiles H): a CUDA-core kernel, grid
  *     (ceil(T / tokens_per_cta), 24 / tile_n, split_k), geometry (tile_n, split_k, threads)
- *     = (6, 8, 128); it tiles H when H % 1024 == 0 (4096, 5120, 7168 all do). In a seam
- *     it projects the UNROUNDED fp32 post-apply values (as upstream), fp32 FMA:
- *     tolerance 1e-5. Not bit-compatible with the tensor-core route by design; R_new is
- *     identical on both.
+ *     = (6, 8, 128); it tiles H when H % 1024 == 0 (4096, 5120, 7168 all do). fp32 FMA:
+ *     tolerance 1e-5. In a seam it projects the bf16-rounded post-apply values, the
+ *     stored R_new, like the tensor-core route (upstream projects the unrounded fp32
+ *     values, which puts its gates up to ~3e-3 from the unfused pipeline; the plan's
+ *     unrounded_input says which). The routes differ only in summation order; R_new
+ *     is identical on both.
  *   TENSOR_CORE (auto for T >= 16, or when no geometry tiles H): mma.sync.m16n8k16 on the
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits),
@@ -132,6 +134,9 @@ typedef struct dsv4_mhc_plan {
     int32_t threads;        /* threads per CTA of the projection kernel                      */
     int32_t tokens_per_cta; /* tokens one projection CTA handles                             */
     int64_t ctas;           /* CTAs of the projection kernel                                 */
+    int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
+                                rounding (upstream's small-T numerics); 0: the stored bf16
+                                values (this build, both routes)                            */
     size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes            */
 } dsv4_mhc_plan_t;
 

@@ -18,14 +18,14 @@ dsv4_status_t dsv4_mhc_gates_check(const dsv4_mhc_gates_desc_t *d) {
     int64_t s;
     DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->broadcast ? d->hidden : 4 * d->hidden, &s));
     dsv4_mhc_plan_t pl;
-    return dsv4_mhc_plan(d->tokens, d->hidden, d->broadcast, d->route, &pl);
+    return mhc_plan_compute(op, d->tokens, d->hidden, d->broadcast, d->route, &pl);
 }
 
 dsv4_status_t dsv4_mhc_gates_workspace_size(const dsv4_mhc_gates_desc_t *d, size_t *bytes) {
     DSV4_TRY(dsv4_mhc_gates_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "bytes", bytes));
     dsv4_mhc_plan_t pl;
-    DSV4_TRY(dsv4_mhc_plan(d->tokens, d->hidden, d->broadcast, d->route, &pl));
+    DSV4_TRY(mhc_plan_compute(op, d->tokens, d->hidden, d->broadcast, d->route, &pl));
     *bytes = pl.workspace_bytes;
     return DSV4_STATUS_SUCCESS;
 }

@@ -4,8 +4,8 @@
  *
  * Per token: the producer values (post-apply in the contract's fmaf order, the residual,
  * or the broadcast embedding) and their stored bf16 copies; the projection in double
- * over what the planned route reads (small-T: the UNROUNDED fp32 post-apply values;
- * tensor-core: the stored bf16 values), rounded once to fp32; then RMS, gates and
+ * over what the planned route reads (the stored bf16 values, or with
+ * plan.unrounded_input the fp32 post-apply values), rounded once to fp32; then RMS, gates and
  * Sinkhorn in fp32 in the spec's order (true divisions, sums in index order 0..3);
  * then the collapse (collapse_ref.c) with the incoming pre-mix (V4.1) or the fresh
  * pre (V4).
@@ -85,7 +85,7 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p) {
     const int64_t T = p->T, H = p->H;
     const int ns = p->prod == MHC_PROD_BCAST ? 1 : 4;
     const int64_t K = ns * H;
-    const int unrounded = p->plan.route == DSV4_MHC_ROUTE_SMALL_T;
+    const int unrounded = p->plan.unrounded_input;
     for (int64_t t = 0; t < T; ++t) {
         double acc[24], sq = 0.0;
         memset(acc, 0, sizeof acc);

@@ -98,6 +98,9 @@ dsv4_status_t mhc_arg_rows(mhc_args_check_t *c, const char *what, const void *p,
 dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
                             const char *pre_name);
 
+/* The planner behind dsv4_mhc_plan, failing in the name of `op` (arguments already checked). */
+dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
+                               dsv4_mhc_plan_t *plan);
 /* Fills p->plan (route, splits, geometry) for the pipeline's T, H and producer. */
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* Checks the workspace against the plan, then enqueues K1 and K2. */

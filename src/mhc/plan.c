@@ -25,7 +25,7 @@ static int tc_splits(int64_t nchunks, int64_t nblk) {
     return best;
 }
 
-static dsv4_status_t plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
+dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
                                   dsv4_mhc_plan_t *pl) {
     memset(pl, 0, sizeof *pl);
     int use_small;
@@ -50,6 +50,7 @@ static dsv4_status_t plan_compute(const char *op, int64_t T, int64_t H, int32_t 
         pl->threads = MHC_SMALL_THREADS;
         pl->tokens_per_cta = (int32_t)tpc;
         pl->ctas = (T + tpc - 1) / tpc * (24 / MHC_SMALL_TILE_N) * MHC_SMALL_SPLIT_K;
+        pl->unrounded_input = MHC_SMALL_T_UNROUNDED;
     } else {
         int64_t nchunks = H / (broadcast ? MHC_TC_KC : MHC_TC_KC / 4);
         int64_t nblk = (T + MHC_TC_BM - 1) / MHC_TC_BM;
@@ -72,9 +73,9 @@ dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, i
     DSV4_TRY(mhc_check_flag(op, "broadcast", broadcast));
     DSV4_TRY(mhc_check_route(op, route));
     DSV4_TRY(dsv4_check_ptr(op, "plan", plan));
-    return plan_compute(op, tokens, hidden, broadcast, route, plan);
+    return mhc_plan_compute(op, tokens, hidden, broadcast, route, plan);
 }
 
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route) {
-    return plan_compute(op, p->T, p->H, p->prod == MHC_PROD_BCAST, route, &p->plan);
+    return mhc_plan_compute(op, p->T, p->H, p->prod == MHC_PROD_BCAST, route, &p->plan);
 }

@@ -3,7 +3,7 @@
  * fused with the fp32 CUDA-core projection partials.
  *
  * Formula, per token t and slice ks (channels [ks*H/S, (ks+1)*H/S) of every stream):
- *   r[s][h]  = post_channel(x, R)            (POST; unrounded fp32)  |  R[s][h] (RES)  |  e[h] (BCAST)
+ *   r[s][h]  = bf16(post_channel(x, R)) (POST; the stored R_new)  |  R[s][h] (RES)  |  e[h] (BCAST)
  *   raw_part[ks][t][m] = sum_{h in slice} sum_s fn[m][s*H + h] * r[s][h]     m in this CTA's n-tile
  *   sq_part[ks][t]     = sum_{h in slice} sum_s r[s][h]^2
  *   and, by the n-tile-0 CTAs only: R_new = bf16(r) (POST) or the 4 copies of e (BCAST);
@@ -16,10 +16,10 @@
  * loads the 6 x 4 fn values of a channel once and applies them to each of its tokens.
  * Every n-tile CTA redoes the post-apply (upstream's design), only n-tile 0 stores.
  *
- * Numerics: the projection and sq read the UNROUNDED fp32 post-apply values (as upstream;
- * not bit-compatible with the tensor-core route, which reads the stored bf16). Per
- * token: per-thread fp32 FMA chains over its channels (streams in order 0..3), then a
- * warp xor-shuffle tree, then the 4 warp values in warp order by one thread. R_new, yb
+ * Numerics: the projection and sq read the stored bf16 values, like the tensor-core route
+ * (MHC_SMALL_T_UNROUNDED = 1 restores upstream's unrounded fp32 input; gates_config.h says
+ * why not). Per token: per-thread fp32 FMA chains over its channels (streams in order
+ * 0..3), then a warp xor-shuffle tree, then the 4 warp values in warp order by one thread. R_new, yb
  * and aux use the shared per-channel functions: bit-exact with dsv4_mhc_post/collapse.
  */
 #include <cuda_runtime.h>
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS) mhc_proj_small_kernel(const
             }
 #pragma unroll
             for (int s = 0; s < 4; ++s) rr[s] = dsv4_bf16_to_f32(rb[s]);
-            if (PROD != MHC_PROD_POST) {
+            if (PROD != MHC_PROD_POST || !MHC_SMALL_T_UNROUNDED) { /* project what is stored */
 #pragma unroll
                 for (int s = 0; s < 4; ++s) r[s] = rr[s];
             }

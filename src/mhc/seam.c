@@ -25,14 +25,14 @@ dsv4_status_t dsv4_mhc_seam_check(const dsv4_mhc_seam_desc_t *d) {
     DSV4_TRY(mhc_stride(op, "layer_input_stride", d->layer_input_stride, H, &s));
     DSV4_TRY(mhc_stride(op, "aux_stride", d->aux_stride, H, &s));
     dsv4_mhc_plan_t pl;
-    return dsv4_mhc_plan(d->tokens, H, 0, d->route, &pl);
+    return mhc_plan_compute(op, d->tokens, H, 0, d->route, &pl);
 }
 
 dsv4_status_t dsv4_mhc_seam_workspace_size(const dsv4_mhc_seam_desc_t *d, size_t *bytes) {
     DSV4_TRY(dsv4_mhc_seam_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "bytes", bytes));
     dsv4_mhc_plan_t pl;
-    DSV4_TRY(dsv4_mhc_plan(d->tokens, d->hidden, 0, d->route, &pl));
+    DSV4_TRY(mhc_plan_compute(op, d->tokens, d->hidden, 0, d->route, &pl));
     *bytes = pl.workspace_bytes;
     return DSV4_STATUS_SUCCESS;
 }
