@@ -21,6 +21,9 @@
 #define MHC_SMALL_TILE_N 6
 #define MHC_SMALL_SPLIT_K 8
 #define MHC_SMALL_THREADS 128
+/* __launch_bounds__ minimum CTAs per SM. Stated explicitly: without it ptxas for sm_90
+ * chose 64 registers and spilled in the broadcast instantiation. */
+#define MHC_SMALL_MIN_CTAS 1
 /* Tokens per CTA: a CTA loads its fn values once per channel and applies them to this
  * many tokens, so fn is streamed from L2 ceil(T / tpc) times instead of T times (spec 8:
  * 23.6 MB of L2 traffic at T = 12 with one token per CTA). tpc = 1 is upstream's grid. */

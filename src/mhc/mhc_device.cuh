@@ -172,6 +172,7 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
 /* out[v] = bf16((yb * rn) * w) for the 8-channel vectors v = first, first + step, ... */
 static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4 *w, float rn, uint4 *out, int64_t nv,
                                                     int64_t first, int64_t step) {
+#pragma unroll 4 /* independent vectors: keep several loads in flight */
     for (int64_t v = first; v < nv; v += step) {
         float y[8], wf[8], o[8];
         mhc_unpack8(yb[v], y);
@@ -193,6 +194,7 @@ static __device__ __forceinline__ void mhc_collapse_row(const uint16_t *R, int64
     const uint4 *R4 = reinterpret_cast<const uint4 *>(R);
     uint4 *dst = w ? s_row : reinterpret_cast<uint4 *>(out);
     float ss = 0.0f;
+#pragma unroll 2
     for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
         float r[4][8];
 #pragma unroll

@@ -37,6 +37,7 @@ __global__ void __launch_bounds__(MHC_POST_THREADS)
     const uint4 *r4 = reinterpret_cast<const uint4 *>(a.residual + t * rs);
     uint4 *o4 = reinterpret_cast<uint4 *>(a.residual_out + t * ros);
     float sq = 0.0f;
+#pragma unroll 2 /* two vectors' loads in flight per thread */
     for (int64_t v = tid; v < nv; v += MHC_POST_THREADS) {
         float xf[8], r[4][8], o[4][8];
         mhc_unpack8(__ldg(x4 + v), xf);

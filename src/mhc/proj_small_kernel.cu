@@ -31,7 +31,7 @@
 #include "mhc/mhc_host.h"
 
 template <int PROD, int TPC>
-__global__ void __launch_bounds__(MHC_SMALL_THREADS) mhc_proj_small_kernel(const mhc_pipe_t p) {
+__global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_proj_small_kernel(const mhc_pipe_t p) {
     constexpr int NT = MHC_SMALL_THREADS, NW = NT / 32, TN = MHC_SMALL_TILE_N;
     constexpr int NS = PROD == MHC_PROD_BCAST ? 1 : 4; /* streams in the projection input */
     constexpr int NQ = TN + 2;                          /* reduced values: TN mix, sq, ss */
@@ -72,6 +72,9 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS) mhc_proj_small_kernel(const
     const int64_t K = NS * H;
     const float *fnb = p.fn + (int64_t)nt * TN * K;
 
+    /* unrolled by 2 so that two iterations' loads are in flight: at small T this loop's
+     * latency chain (H / 1024 round trips to L2 / memory) is the kernel's time */
+#pragma unroll 2
     for (int it = 0; it < iters; ++it) {
         const int64_t h = ks * hps + (int64_t)it * NT + tid;
         float f[TN][NS];
