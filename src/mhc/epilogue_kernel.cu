@@ -9,8 +9,9 @@
  *   IMMEDIATE (V4):   layer_input = [norm](collapse(row, fresh pre)), aux, from the row the
  *                     pipeline names (R_new, R or the broadcast copy)
  *
- * Decomposition: threads 0..23 sum the 24 raw partials, 24 sq, 25 ss (one chain each);
- * warp 0 then evaluates the gates (lanes 0..7 sigmoids, lanes e = lane & 15 one Sinkhorn
+ * Decomposition: all threads stage the S x 26 partials in shared memory (parallel global
+ * loads), threads 0..23 then sum the 24 raw partials, 24 sq, 25 ss in slice order; warp 0
+ * then evaluates the gates (lanes 0..7 sigmoids, lanes e = lane & 15 one Sinkhorn
  * element each, width-16 shuffles). Meanwhile warps 1..3 normalise the V4.1 layer input
  * (16-byte vectors); in V4 all warps collapse the row once warp 0 has the pre (the row
  * waits in dynamic shared memory, 2H bytes, for the norm's second pass).
@@ -27,29 +28,29 @@
 
 template <int EPI> __global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_kernel(const mhc_pipe_t p) {
     extern __shared__ uint4 s_row[]; /* IMMEDIATE with a norm weight: the bf16 collapse row */
+    __shared__ float s_part[MHC_TC_MAX_SPLIT][MHC_WS_FLOATS]; /* the S partials of this token */
     __shared__ float s_raw[24], s_sum[2], s_pre[4], s_red[33];
     const int tid = threadIdx.x, warp = tid >> 5;
-    const int64_t T = p.T, H = p.H, S = p.plan.splits, t = blockIdx.x;
+    const int64_t T = p.T, H = p.H, t = blockIdx.x;
+    const int S = p.plan.splits;
     const float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24, *ws_ss = ws_sq + S * T;
 
-    if (tid < 24) {
-        const float *src = ws_raw + t * 24 + tid;
-        float v = src[0];
-        for (int64_t s = 1; s < S; ++s) v = __fadd_rn(v, src[s * T * 24]);
-        s_raw[tid] = v;
-    } else if (tid == 24) {
-        float v;
-        if (p.sqrsum_in) {
-            v = p.sqrsum_in[t];
-        } else {
-            v = ws_sq[t];
-            for (int64_t s = 1; s < S; ++s) v = __fadd_rn(v, ws_sq[s * T + t]);
-        }
-        s_sum[0] = v;
-    } else if (tid == 25 && EPI == MHC_EPI_DELAYED) {
-        float v = ws_ss[t];
-        for (int64_t s = 1; s < S; ++s) v = __fadd_rn(v, ws_ss[s * T + t]);
-        s_sum[1] = v;
+    /* every thread loads a few partials at once (no chain of dependent global loads) ... */
+    for (int i = tid; i < S * MHC_WS_FLOATS; i += blockDim.x) {
+        const int s = i / MHC_WS_FLOATS, q = i % MHC_WS_FLOATS;
+        float v = 0.0f;
+        if (q < 24) v = ws_raw[(s * T + t) * 24 + q];
+        else if (q == 24) v = ws_sq[s * T + t];
+        else if (EPI == MHC_EPI_DELAYED) v = ws_ss[s * T + t];
+        s_part[s][q] = v;
+    }
+    __syncthreads();
+    /* ... then one thread per value sums them serially in slice order 0..S-1 */
+    if (tid < MHC_WS_FLOATS) {
+        float v = s_part[0][tid];
+        for (int s = 1; s < S; ++s) v = __fadd_rn(v, s_part[s][tid]);
+        if (tid < 24) s_raw[tid] = v;
+        else s_sum[tid - 24] = tid == 24 && p.sqrsum_in ? p.sqrsum_in[t] : v;
     }
     __syncthreads();
 

@@ -65,7 +65,13 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
  * with the row buffer of collapse_config.h. */
 #define MHC_EPI_THREADS 128
 
-/* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. */
+/* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
+ * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */
 #define MHC_WS_FLOATS 26
+#if MHC_SMALL_SPLIT_K > MHC_TC_MAX_SPLIT
+#error "mhc: the epilogue's partial buffer is sized by MHC_TC_MAX_SPLIT"
+#endif
+/* The V4 epilogue: partials + scratch (static) and the collapse row (dynamic, 2H). */
+DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX_HIDDEN, "mhc V4 epilogue");
 
 #endif
