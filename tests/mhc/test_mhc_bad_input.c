@@ -289,7 +289,48 @@ static void bad_gates_pre(th_ctx_t *t) {
     expect(t, dsv4_mhc_plan(-1, 5120, 0, 0, &pl), DSV4_STATUS_INVALID_VALUE, "mhc_plan", "tokens", "T -1");
 }
 
+/* Every public function of every op: NULL descriptor, NULL args, NULL size output. */
+#define NULL_CASES(op, name, desc, args)                                                                            \
+    do {                                                                                                             \
+        size_t b_ = 0;                                                                                               \
+        expect(t, dsv4_mhc_##op##_check(NULL), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_check(NULL)");           \
+        expect(t, dsv4_mhc_##op##_workspace_size(NULL, &b_), DSV4_STATUS_NULL_POINTER, name, "desc",                  \
+               #op "_workspace_size(NULL)");                                                                         \
+        expect(t, dsv4_mhc_##op##_workspace_size(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "bytes",                \
+               #op "_workspace_size(desc, NULL)");                                                                   \
+        expect(t, dsv4_mhc_##op(NULL, args, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "desc",   \
+               #op "(NULL desc)");                                                                                   \
+        expect(t, dsv4_mhc_##op(desc, NULL, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "args",   \
+               #op "(NULL args)");                                                                                   \
+        expect(t, dsv4_mhc_##op##_ref(NULL, args), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_ref(NULL desc)");    \
+        expect(t, dsv4_mhc_##op##_ref(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "args", #op "_ref(NULL args)");    \
+    } while (0)
+
+static void null_everywhere(th_ctx_t *t) {
+    dsv4_mhc_post_desc_t pd = {4, 4096, 0, 0, 0};
+    dsv4_mhc_post_args_t pa = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), NULL};
+    NULL_CASES(post, "mhc_post", &pd, &pa);
+    dsv4_mhc_collapse_desc_t cd = {4, 4096, 0, 1e-6f, 0, 0, 0};
+    dsv4_mhc_collapse_args_t ca = {FAKE(1), NULL, NULL, FAKE(2), NULL};
+    NULL_CASES(collapse, "mhc_collapse", &cd, &ca);
+    dsv4_mhc_gates_desc_t gd = {4, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0};
+    dsv4_mhc_gates_args_t ga = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(5), FAKE(6), FAKE(7), NULL};
+    NULL_CASES(gates, "mhc_gates", &gd, &ga);
+    dsv4_mhc_pre_desc_t prd = {4, 4096, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
+    dsv4_mhc_pre_args_t pra = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, NULL, FAKE(5),
+                               FAKE(6), FAKE(7), FAKE(8), NULL,    NULL, NULL};
+    NULL_CASES(pre, "mhc_pre", &prd, &pra);
+    dsv4_mhc_seam_desc_t sd = {4, 4096, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    dsv4_mhc_seam_args_t sa = {FAKE(1), FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6), FAKE(7), NULL,
+                               NULL,    FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,   NULL};
+    NULL_CASES(seam, "mhc_seam", &sd, &sa);
+    dsv4_mhc_fn_bcast_desc_t fd = {4096};
+    dsv4_mhc_fn_bcast_args_t fa = {FAKE(1), FAKE(2)};
+    NULL_CASES(fn_bcast, "mhc_fn_bcast", &fd, &fa);
+}
+
 void test_bad_input(th_ctx_t *t) {
+    null_everywhere(t);
     bad_seam(t);
     bad_post(t);
     bad_collapse(t);
