@@ -1,0 +1,77 @@
+/*
+ * Tuning constants of the gates pipeline (projection routes + epilogue), shared by the
+ * host planner (plan.c) and the kernels. Chosen per arch from benchmark sweeps: the
+ * values below are the first design (not yet swept); SM80, SM86 and SM90 share them.
+ */
+#ifndef DSV4_MHC_GATES_CONFIG_H
+#define DSV4_MHC_GATES_CONFIG_H
+
+#include "common/launch.h"
+#include "mhc/collapse_config.h"
+
+/* ---- routing ----------------------------------------------------------------------- */
+/* T below this goes to the small-T kernel when its geometry tiles H (spec 6.1). */
+#define MHC_SMALL_T_MAX_TOKENS 15
+
+/* ---- small-T CUDA-core kernel (spec 6.2) --------------------------------------------- */
+/* Geometry (tile_n, split_k, threads) = (6, 8, 128): 24/6 = 4 n-tiles, 8 slices of H/8
+ * channels, each thread owning H/(8*128) channels per slice (5 at H = 5120). It tiles H
+ * when H % (8 * 128) == 0: 4096, 5120 and 7168 all do. Other H fall back to the
+ * tensor-core route. */
+#define MHC_SMALL_TILE_N 6
+#define MHC_SMALL_SPLIT_K 8
+#define MHC_SMALL_THREADS 128
+/* __launch_bounds__ minimum CTAs per SM. Stated explicitly: without it ptxas for sm_90
+ * chose 64 registers and spilled in the broadcast instantiation. */
+#define MHC_SMALL_MIN_CTAS 1
+/* Tokens per CTA: a CTA loads its fn values once per channel and applies them to this
+ * many tokens, so fn is streamed from L2 ceil(T / tpc) times instead of T times (spec 8:
+ * 23.6 MB of L2 traffic at T = 12 with one token per CTA). tpc = 1 is upstream's grid. */
+#define MHC_SMALL_TPC(T) ((T) <= 2 ? 1 : ((T) <= 8 ? 2 : 4))
+
+/* What the small-T route projects in a seam. Upstream projects the UNROUNDED fp32
+ * post-apply values (spec 6.2), which the next layer never sees: with model-like gate
+ * scales its gates then differ from the unfused pipeline (post, store bf16, project) by
+ * up to ~3e-3 (measured by mhc.seam_ref_small_t_route_gap over 30 seeds: 9 of them above
+ * the product's 1.9e-3). This library projects the stored bf16 values on both
+ * routes (0), so both agree with the unfused pipeline to fp32 accumulation error and
+ * T = 15 and T = 16 give the same gates to ~1e-6. 1 restores upstream's numerics (the
+ * reference and the tests follow dsv4_mhc_plan_t.unrounded_input). */
+#define MHC_SMALL_T_UNROUNDED 0
+
+/* ---- tensor-core kernel (spec 6.3) --------------------------------------------------- */
+#define MHC_TC_THREADS 256 /* 8 warps: 4 m-tiles of 16 tokens x 2 k-halves            */
+#define MHC_TC_MIN_CTAS 2  /* __launch_bounds__ minimum blocks per SM (<= 128 regs)  */
+#define MHC_TC_BM 64       /* tokens per CTA                                          */
+#define MHC_TC_KC 128      /* K elements per chunk: 4 streams x 32 channels, or 128
+                              channels of the broadcast embedding                     */
+#define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 272 B, ldmatrix conflict-free */
+/* Split count: the smallest divisor S of the chunk count with ceil(T/64) * S >= this
+ * many CTAs, else the largest divisor <= MHC_TC_MAX_SPLIT. Device-independent, so a
+ * given (T, H) sums its partials in the same order on every GPU. */
+#define MHC_TC_TARGET_CTAS 512
+#define MHC_TC_MAX_SPLIT 64
+
+#define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * 25 * 4)
+DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
+/* The split-k reduction of the accumulators reuses the A tile: 4 m-tiles x 32 lanes x 12. */
+#if (4 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)
+#error "mhc: the accumulator exchange does not fit in the A tile"
+#endif
+
+/* ---- epilogue (one CTA per token) ------------------------------------------------------ */
+/* Warp 0 evaluates the gates and Sinkhorn; the other warps normalise the layer input
+ * (V4.1) meanwhile, or all warps collapse the row once the fresh pre is known (V4),
+ * with the row buffer of collapse_config.h. */
+#define MHC_EPI_THREADS 128
+
+/* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
+ * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */
+#define MHC_WS_FLOATS 26
+#if MHC_SMALL_SPLIT_K > MHC_TC_MAX_SPLIT
+#error "mhc: the epilogue's partial buffer is sized by MHC_TC_MAX_SPLIT"
+#endif
+/* The V4 epilogue: partials + scratch (static) and the collapse row (dynamic, 2H). */
+DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX_HIDDEN, "mhc V4 epilogue");
+
+#endif

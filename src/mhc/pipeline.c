@@ -1,0 +1,33 @@
+/*
+ * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
+ * pointer checks every variant has, and the launch of K1 (small-T or tensor-core
+ * projection, per the plan) followed by K2 (the epilogue), both on the caller's stream.
+ */
+#include "common/error.h"
+#include "mhc/mhc_host.h"
+
+dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
+                            const char *pre_name) {
+    const int64_t T = p->T, K = p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H;
+    DSV4_TRY(mhc_arg(c, "fn", p->fn, 1, 16, (size_t)(24 * K) * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, "scale", p->scale, 1, 4, 3 * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, "base", p->base, 1, 4, 24 * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, "sqrsum", p->sqrsum_in, 0, 4, (size_t)T * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, post_name, p->post_out, 1, 4, (size_t)T * 4 * sizeof(float), 1));
+    DSV4_TRY(mhc_arg(c, comb_name, p->comb_out, 1, 4, (size_t)T * 16 * sizeof(float), 1));
+    DSV4_TRY(mhc_arg(c, pre_name, p->pre_out, 1, 4, (size_t)T * 4 * sizeof(float), 1));
+    return mhc_arg(c, "mix", p->mix_out, 0, 4, (size_t)T * 24 * sizeof(float), 1);
+}
+
+dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream) {
+    DSV4_TRY(dsv4_check_workspace(op, p->plan.workspace_bytes, ws, ws_bytes));
+    if (p->plan.workspace_bytes) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 16));
+    DSV4_TRY(dsv4_check_stream(op, stream));
+    if (p->T == 0) return DSV4_STATUS_SUCCESS;
+    p->ws = (float *)ws;
+    if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T)
+        DSV4_TRY(mhc_launch_proj_small(p, stream));
+    else
+        DSV4_TRY(mhc_launch_proj_tc(p, stream));
+    return mhc_launch_epilogue(p, stream);
+}

@@ -1,0 +1,81 @@
+/*
+ * The projection planner: route (small-T CUDA-core or tensor-core), split count S and
+ * geometry, as a pure function of (T, H, broadcast, requested route). Host only, so the
+ * routing table of spec/mhc.md section 6.1 is tested without a GPU.
+ */
+#include <string.h>
+
+#include "common/error.h"
+#include "mhc/gates_config.h"
+#include "mhc/mhc_host.h"
+
+/* The small-T geometry has no remainder handling: H must split into split_k slices of
+ * whole thread-strides (spec 6.2). Same rule for the broadcast projection (K = H). */
+static int small_tiles(int64_t H) { return H % ((int64_t)MHC_SMALL_SPLIT_K * MHC_SMALL_THREADS) == 0; }
+
+/* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and S <= MHC_TC_MAX_SPLIT,
+ * else the largest divisor <= MHC_TC_MAX_SPLIT. */
+static int tc_splits(int64_t nchunks, int64_t nblk) {
+    int best = 1;
+    for (int s = 1; s <= MHC_TC_MAX_SPLIT && s <= nchunks; ++s) {
+        if (nchunks % s) continue;
+        best = s;
+        if (nblk * s >= MHC_TC_TARGET_CTAS) break;
+    }
+    return best;
+}
+
+dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
+                                  dsv4_mhc_plan_t *pl) {
+    memset(pl, 0, sizeof *pl);
+    int use_small;
+    if (route == DSV4_MHC_ROUTE_SMALL_T) {
+        if (!small_tiles(H))
+            return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
+                             "route SMALL_T needs hidden %% %d == 0 (geometry tile_n %d, split_k %d, %d threads); "
+                             "hidden = %lld does not tile, use AUTO or TENSOR_CORE",
+                             MHC_SMALL_SPLIT_K * MHC_SMALL_THREADS, MHC_SMALL_TILE_N, MHC_SMALL_SPLIT_K,
+                             MHC_SMALL_THREADS, (long long)H);
+        use_small = 1;
+    } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE) {
+        use_small = 0;
+    } else {
+        use_small = small_tiles(H) && T <= MHC_SMALL_T_MAX_TOKENS;
+    }
+    if (use_small) {
+        int64_t tpc = MHC_SMALL_TPC(T);
+        pl->route = DSV4_MHC_ROUTE_SMALL_T;
+        pl->splits = MHC_SMALL_SPLIT_K;
+        pl->tile_n = MHC_SMALL_TILE_N;
+        pl->threads = MHC_SMALL_THREADS;
+        pl->tokens_per_cta = (int32_t)tpc;
+        pl->ctas = (T + tpc - 1) / tpc * (24 / MHC_SMALL_TILE_N) * MHC_SMALL_SPLIT_K;
+        pl->unrounded_input = MHC_SMALL_T_UNROUNDED;
+    } else {
+        int64_t nchunks = H / (broadcast ? MHC_TC_KC : MHC_TC_KC / 4);
+        int64_t nblk = (T + MHC_TC_BM - 1) / MHC_TC_BM;
+        pl->route = DSV4_MHC_ROUTE_TENSOR_CORE;
+        pl->splits = tc_splits(nchunks, nblk);
+        pl->tile_n = 24;
+        pl->threads = MHC_TC_THREADS;
+        pl->tokens_per_cta = MHC_TC_BM;
+        pl->ctas = nblk * pl->splits;
+    }
+    size_t bytes = (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
+    pl->workspace_bytes = (bytes + 255) / 256 * 256;
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, int32_t route,
+                            dsv4_mhc_plan_t *plan) {
+    static const char *op = "mhc_plan";
+    DSV4_TRY(mhc_check_shape(op, tokens, hidden));
+    DSV4_TRY(mhc_check_flag(op, "broadcast", broadcast));
+    DSV4_TRY(mhc_check_route(op, route));
+    DSV4_TRY(dsv4_check_ptr(op, "plan", plan));
+    return mhc_plan_compute(op, tokens, hidden, broadcast, route, plan);
+}
+
+dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route) {
+    return mhc_plan_compute(op, p->T, p->H, p->prod == MHC_PROD_BCAST, route, &p->plan);
+}

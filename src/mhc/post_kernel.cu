@@ -1,0 +1,86 @@
+/*
+ * mhc_post and mhc_post_with_sqrsum (spec/mhc.md 3.6, 5.1):
+ *   R_new[t][k][h] = bf16(post_channel(post[t], comb[t], x[t][h], R[t][0..3][h]))
+ *   sqrsum[t]      = sum over the 4H stored values of float(bf16)^2       (optional)
+ *
+ * Grid: T CTAs (one per token) of 128 threads. Thread i handles the 8-channel vectors
+ * i, i + 128, ... of the token: one 16-byte load of x and one per stream of R, 4
+ * 16-byte stores. The token's post and comb (80 bytes) go through shared memory.
+ * Numerics: the shared per-channel function (fmul, then 4 fma in stream order, RNE to
+ * bf16): bit-exact with the C reference and with every seam. sqrsum: per-thread fp32 FMA
+ * chains over its rounded outputs, warp trees, warps in order (tolerance 1e-5).
+ */
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "common/launch.h"
+#include "mhc/mhc_device.cuh"
+#include "mhc/mhc_host.h"
+#include "mhc/post_config.h"
+
+template <bool SQ>
+__global__ void __launch_bounds__(MHC_POST_THREADS)
+    mhc_post_kernel(const dsv4_mhc_post_args_t a, int64_t H, int64_t xs, int64_t rs, int64_t ros) {
+    __shared__ float s_coef[20], s_red[33];
+    const int tid = threadIdx.x;
+    const int64_t t = blockIdx.x, nv = H / 8;
+    if (tid < 4) s_coef[tid] = a.post[4 * t + tid];
+    else if (tid < 20) s_coef[tid] = a.comb[16 * t + tid - 4];
+    __syncthreads();
+    float pc[4], cb[16];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pc[i] = s_coef[i];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) cb[i] = s_coef[4 + i];
+
+    const uint4 *x4 = reinterpret_cast<const uint4 *>(a.x + t * xs);
+    const uint4 *r4 = reinterpret_cast<const uint4 *>(a.residual + t * rs);
+    uint4 *o4 = reinterpret_cast<uint4 *>(a.residual_out + t * ros);
+    float sq = 0.0f;
+#pragma unroll 2 /* two vectors' loads in flight per thread */
+    for (int64_t v = tid; v < nv; v += MHC_POST_THREADS) {
+        float xf[8], r[4][8], o[4][8];
+        mhc_unpack8(__ldg(x4 + v), xf);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) mhc_unpack8(__ldg(r4 + s * nv + v), r[s]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
+            float oc[4];
+            mhc_post_channel(pc, cb, xf[i], rc, oc);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) o[s][i] = oc[s];
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const uint4 ov = mhc_pack8(o[s]);
+            o4[s * nv + v] = ov;
+            if (SQ) {
+                float rr[8];
+                mhc_unpack8(ov, rr);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) sq = __fmaf_rn(rr[i], rr[i], sq);
+            }
+        }
+    }
+    if (SQ) {
+        const float total = mhc_block_sum(sq, s_red);
+        if (tid == 0) a.sqrsum[t] = total;
+    }
+}
+
+template <bool SQ>
+static dsv4_status_t launch(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs, int64_t ros,
+                            cudaStream_t s) {
+    static const char *op = "mhc_post";
+    static int smem_cache;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_post_kernel<SQ>, 0, &smem_cache));
+    mhc_post_kernel<SQ><<<(unsigned)T, MHC_POST_THREADS, 0, s>>>(*a, H, xs, rs, ros);
+    return dsv4_launch_status(op);
+}
+
+extern "C" dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
+                                         int64_t ros, dsv4_stream_t stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    return a->sqrsum ? launch<true>(a, T, H, xs, rs, ros, s) : launch<false>(a, T, H, xs, rs, ros, s);
+}

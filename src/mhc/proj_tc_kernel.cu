@@ -1,0 +1,323 @@
+/*
+ * K1, tensor-core route (spec/mhc.md 6.3): one pass over the residual that produces the
+ * bf16 rows the projection reads and runs the projection on them with mma.sync.
+ *
+ * Formula, per token t and slice `split` (chunks [split*cps, (split+1)*cps)):
+ *   A[t][k] = bf16 value of flat column k:  R_new = bf16(post_channel(x, R)) (POST, also
+ *             stored), R (RES), or the embedding e (BCAST, stored 4 times as R_out)
+ *   raw_part[split][t][m] = sum_{k in slice} A[t][k] * (hi[m][k] + lo[m][k])
+ *             hi = bf16(fn), lo = bf16(fn - hi): fn to ~16 mantissa bits
+ *   sq_part[split][t] = sum_{k in slice} A[t][k]^2            (the rounded values)
+ *   with collapse_k1: yb = bf16(collapse(A row, pre_mix)) stored as the un-normed layer
+ *   input, ss_part[split][t] = sum yb^2; aux = bf16(stream mean of the A row).
+ *
+ * Grid (ceil(T / 64), S); 256 threads = 8 warps. A chunk is 128 K-columns: 32 channels of
+ * each of the 4 streams (POST, RES) or 128 channels of e (BCAST).
+ *   Producer: thread (row = tid / 4, grp = tid % 4) owns token row and 8 channels of each
+ *   stream (32 channels of e): it loads 16-byte vectors, computes the post-apply with the
+ *   shared per-channel function (its token's post, comb and pre-mix come from shared
+ *   memory, 64 x 25 fp32), stores R_new / yb / aux with 16-byte stores, and writes
+ *   its bf16 A row segment to shared memory. The CTA's fn chunk (24 x 128 fp32) is read
+ *   as 3 float4 per thread, split into hi/lo bf16 and stored N-major.
+ *   MMA: warp w takes m-tile w % 4 (16 tokens) and k-steps 4*(w/4) .. +3 of the chunk;
+ *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
+ *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
+ *   The two k-halves are added through shared memory at the end (half 0 + half 1).
+ * Pipeline: the next chunk's global loads are issued into registers right after the
+ *   shared tiles are written, so they are in flight during the mma of this chunk; other
+ *   resident CTAs (2 per SM at <= 128 registers) cover the rest of the latency.
+ *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
+ *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 25 fp32 (6,400 B).
+ * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
+ *   ops). The projection multiplies exact bf16 residual values by a two-term bf16 split of
+ *   fn with fp32 accumulation in mma order, then adds the k-halves; the error is
+ *   ~2^-18 of sum|A fn| from the split, well inside the 1e-5 tolerance.
+ */
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "common/launch.h"
+#include "mhc/gates_config.h"
+#include "mhc/mhc_device.cuh"
+#include "mhc/mhc_host.h"
+#include "prim/mma.cuh"
+
+namespace {
+
+constexpr int BM = MHC_TC_BM, KC = MHC_TC_KC, LDS = MHC_TC_LDS, NTHR = MHC_TC_THREADS;
+constexpr int FN_F4 = 24 * KC / 4 / NTHR; /* float4 of the fn chunk per thread: 3 */
+static_assert(FN_F4 * 4 * NTHR == 24 * KC, "fn chunk must split evenly over the threads");
+static_assert(BM * 4 == NTHR, "one thread per (token row, 8-channel group)");
+
+/* One chunk's global loads of one thread. */
+struct tc_in {
+    uint4 v[5];        /* POST: x, R0..R3 | RES: R0..R3 | BCAST: e, 4 x 8 channels */
+    float4 f[FN_F4];   /* fn values */
+};
+
+template <int PROD> struct tc_geom {
+    static constexpr int CW = PROD == MHC_PROD_BCAST ? KC : KC / 4; /* channels per chunk */
+};
+
+template <int PROD>
+__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp, int tid,
+                                        tc_in &in) {
+    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
+    if (valid) {
+        const uint16_t *rt = p.res + t * p.res_stride;
+        if (PROD == MHC_PROD_POST) {
+            in.v[0] = __ldcs(reinterpret_cast<const uint4 *>(p.x + t * p.x_stride + c0 + 8 * grp));
+#pragma unroll
+            for (int s = 0; s < 4; ++s) in.v[1 + s] = __ldcs(reinterpret_cast<const uint4 *>(rt + s * H + c0 + 8 * grp));
+        } else if (PROD == MHC_PROD_RES) {
+#pragma unroll
+            for (int s = 0; s < 4; ++s) in.v[s] = __ldcs(reinterpret_cast<const uint4 *>(rt + s * H + c0 + 8 * grp));
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) in.v[q] = __ldcs(reinterpret_cast<const uint4 *>(rt + c0 + 32 * grp + 8 * q));
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < 5; ++q) in.v[q] = make_uint4(0u, 0u, 0u, 0u); /* rows past T: never stored */
+    }
+    const int64_t K = PROD == MHC_PROD_BCAST ? H : 4 * H;
+#pragma unroll
+    for (int j = 0; j < FN_F4; ++j) {
+        const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
+        const int64_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * H + c0 + (k % 32);
+        in.f[j] = __ldg(reinterpret_cast<const float4 *>(p.fn + off));
+    }
+}
+
+/* fn chunk -> hi/lo bf16 tiles, N-major (row n holds the chunk's 128 K values). */
+__device__ __forceinline__ void tc_store_b(const tc_in &in, int tid, uint16_t *sB) {
+#pragma unroll
+    for (int j = 0; j < FN_F4; ++j) {
+        const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
+        const float f[4] = {in.f[j].x, in.f[j].y, in.f[j].z, in.f[j].w};
+        uint32_t hb[4], lb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            hb[i] = dsv4_f32_to_bf16(f[i]);
+            lb[i] = dsv4_f32_to_bf16(__fsub_rn(f[i], dsv4_bf16_to_f32((uint16_t)hb[i]))); /* exact difference */
+        }
+        *reinterpret_cast<uint2 *>(sB + n * LDS + k) = make_uint2(hb[0] | hb[1] << 16, hb[2] | hb[3] << 16);
+        *reinterpret_cast<uint2 *>(sB + (24 + n) * LDS + k) = make_uint2(lb[0] | lb[1] << 16, lb[2] | lb[3] << 16);
+    }
+}
+
+/* Builds this thread's A row segment (bf16) from the loaded inputs, stores the op's
+ * outputs for it, and accumulates sq (rounded values) and ss (rounded collapse). */
+template <int PROD>
+__device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp,
+                                           const float *coef, bool collapse,
+                                           bool identity, const tc_in &in, uint16_t *sArow, float &sq, float &ss) {
+    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
+    uint4 av[4];
+    if (!valid) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) av[q] = make_uint4(0u, 0u, 0u, 0u);
+    } else if (PROD == MHC_PROD_BCAST) {
+        /* 32 channels of e: 4 stream copies, identity collapse, aux = e */
+        const int64_t h0 = c0 + 32 * grp;
+        uint16_t *ot = p.res_out ? p.res_out + t * p.res_out_stride + h0 : nullptr;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            av[q] = in.v[q];
+            if (p.res_out) /* the gates op projects e without the copy */
+#pragma unroll
+                for (int s = 0; s < 4; ++s) *reinterpret_cast<uint4 *>(ot + s * H + 8 * q) = in.v[q];
+            float e[8], a[8];
+            mhc_unpack8(in.v[q], e);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                sq = __fmaf_rn(e[i], e[i], sq);
+                const float rc[4] = {e[i], e[i], e[i], e[i]};
+                a[i] = mhc_aux_channel(rc);
+            }
+            if (collapse) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) ss = __fmaf_rn(e[i], e[i], ss);
+                *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0 + 8 * q) = in.v[q];
+            }
+            if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0 + 8 * q) = mhc_pack8(a);
+        }
+    } else {
+        const int64_t h0 = c0 + 8 * grp;
+        float rr[4][8];
+        if (PROD == MHC_PROD_POST) {
+            float xf[8], r[4][8], o[4][8];
+            mhc_unpack8(in.v[0], xf);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) mhc_unpack8(in.v[1 + s], r[s]);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
+                float oc[4];
+                mhc_post_channel(coef, coef + 4, xf[i], rc, oc);
+#pragma unroll
+                for (int s = 0; s < 4; ++s) o[s][i] = oc[s];
+            }
+            uint16_t *ot = p.res_out + t * p.res_out_stride + h0;
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                av[s] = mhc_pack8(o[s]);
+                *reinterpret_cast<uint4 *>(ot + s * H) = av[s];
+            }
+        } else {
+#pragma unroll
+            for (int s = 0; s < 4; ++s) av[s] = in.v[s];
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) mhc_unpack8(av[s], rr[s]);
+        float yb[8], a[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float rc[4] = {rr[0][i], rr[1][i], rr[2][i], rr[3][i]};
+#pragma unroll
+            for (int s = 0; s < 4; ++s) sq = __fmaf_rn(rc[s], rc[s], sq);
+            yb[i] = dsv4_round_bf16(identity ? rc[0] : mhc_collapse_channel(coef + 20, rc));
+            a[i] = mhc_aux_channel(rc);
+        }
+        if (collapse) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) ss = __fmaf_rn(yb[i], yb[i], ss);
+            *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0) = mhc_pack8(yb);
+        }
+        if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0) = mhc_pack8(a);
+    }
+    /* A row segment: streams at column s*32 (POST, RES), or 32 channels at 32*grp (BCAST) */
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int col = PROD == MHC_PROD_BCAST ? 32 * grp + 8 * q : 32 * q + 8 * grp;
+        *reinterpret_cast<uint4 *>(sArow + col) = av[q];
+    }
+}
+
+/* This warp's 4 k-steps of the chunk: m-tile mt, k-half kh. */
+__device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kh, int lane,
+                                       float acc[3][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        const int k0 = (kh * 4 + kk) * 16;
+        uint32_t a[4];
+        dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + k0 + (lane >> 4) * 8);
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt) {
+            /* lanes 0-15: hi rows (k0, k0+8), lanes 16-31: lo rows -> b[0..1] hi, b[2..3] lo */
+            uint32_t b[4];
+            dsv4_ldmatrix_x4(b, sB + ((lane >> 4) * 24 + nt * 8 + (lane & 7)) * LDS + k0 + ((lane >> 3) & 1) * 8);
+            dsv4_mma_bf16_16816(acc[nt], a, b, acc[nt]);
+            dsv4_mma_bf16_16816(acc[nt], a, b + 2, acc[nt]);
+        }
+    }
+}
+
+} // namespace
+
+template <int PROD>
+__global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_kernel(const mhc_pipe_t p) {
+    __shared__ __align__(16) uint16_t sA[BM * LDS];
+    __shared__ __align__(16) uint16_t sB[2 * 24 * LDS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int row = tid >> 2, grp = tid & 3;
+    const int64_t T = p.T, H = p.H, S = p.plan.splits;
+    const int64_t t = (int64_t)blockIdx.x * BM + row;
+    const bool valid = t < T;
+    const int64_t split = blockIdx.y;
+    const bool collapse = p.collapse_k1 != 0, identity = p.pre_mix == nullptr;
+
+    /* per token row: post[4], comb[16], pre_mix[4] (pitch 25: conflict-free row reads) */
+    __shared__ float s_coef[BM][25];
+    for (int i = tid; i < BM * 24; i += NTHR) {
+        const int r = i / 24, q = i % 24;
+        const int64_t tr = (int64_t)blockIdx.x * BM + r;
+        float v = 0.0f;
+        if (tr < T) {
+            if (q < 4) v = PROD == MHC_PROD_POST ? __ldg(p.post_in + 4 * tr + q) : 0.0f;
+            else if (q < 20) v = PROD == MHC_PROD_POST ? __ldg(p.comb_in + 16 * tr + q - 4) : 0.0f;
+            else if (collapse && !identity) v = __ldg(p.pre_mix + 4 * tr + q - 20);
+        }
+        s_coef[r][q] = v;
+    }
+    const float *coef = s_coef[row];
+    __syncthreads();
+
+    const int64_t nchunks = H / tc_geom<PROD>::CW, cps = nchunks / S, c_begin = split * cps, c_end = c_begin + cps;
+    const int mt = warp & 3, kh = warp >> 2;
+    float acc[3][4];
+#pragma unroll
+    for (int nt = 0; nt < 3; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    float sq = 0.0f, ss = 0.0f;
+
+    tc_in in;
+    tc_load<PROD>(p, t, valid, c_begin, grp, tid, in);
+    for (int64_t c = c_begin; c < c_end; ++c) {
+        tc_produce<PROD>(p, t, valid, c, grp, coef, collapse, identity, in, sA + row * LDS, sq, ss);
+        tc_store_b(in, tid, sB);
+        __syncthreads();
+        if (c + 1 < c_end) tc_load<PROD>(p, t, valid, c + 1, grp, tid, in);
+        tc_mma(sA, sB, mt, kh, lane, acc);
+        __syncthreads();
+    }
+
+    /* sq, ss: the 4 threads of a token row are adjacent lanes */
+    sq = __fadd_rn(sq, __shfl_xor_sync(MHC_FULL_MASK, sq, 1));
+    sq = __fadd_rn(sq, __shfl_xor_sync(MHC_FULL_MASK, sq, 2));
+    ss = __fadd_rn(ss, __shfl_xor_sync(MHC_FULL_MASK, ss, 1));
+    ss = __fadd_rn(ss, __shfl_xor_sync(MHC_FULL_MASK, ss, 2));
+    float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24, *ws_ss = ws_sq + S * T;
+    if (valid && grp == 0) {
+        ws_sq[split * T + t] = sq;
+        if (collapse) ws_ss[split * T + t] = ss;
+    }
+
+    /* k-half 1 hands its accumulators to k-half 0 through the (now free) A tile */
+    float *xch = reinterpret_cast<float *>(sA);
+    if (kh == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) xch[(mt * 32 + lane) * 12 + nt * 4 + i] = acc[nt][i];
+    }
+    __syncthreads();
+    if (kh == 0) {
+        const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t tr = (int64_t)blockIdx.x * BM + mt * 16 + g + 8 * half;
+            if (tr >= T) continue;
+            float *dst = ws_raw + (split * T + tr) * 24 + 2 * tq;
+#pragma unroll
+            for (int nt = 0; nt < 3; ++nt) {
+                const float v0 = __fadd_rn(acc[nt][2 * half], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half]);
+                const float v1 = __fadd_rn(acc[nt][2 * half + 1], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half + 1]);
+                *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(v0, v1);
+            }
+        }
+    }
+}
+
+template <int PROD> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
+    static const char *op = "mhc_proj_tc";
+    static int smem_cache;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD>, 0, &smem_cache));
+    dim3 grid((unsigned)((p->T + BM - 1) / BM), (unsigned)p->plan.splits);
+    mhc_proj_tc_kernel<PROD><<<grid, MHC_TC_THREADS, 0, s>>>(*p);
+    return dsv4_launch_status(op);
+}
+
+extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    const int64_t cw = p->prod == MHC_PROD_BCAST ? KC : KC / 4;
+    if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
+        return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
+                         (int)p->plan.splits, (long long)(p->H / cw));
+    switch (p->prod) {
+    case MHC_PROD_POST: return launch<MHC_PROD_POST>(p, s);
+    case MHC_PROD_RES: return launch<MHC_PROD_RES>(p, s);
+    default: return launch<MHC_PROD_BCAST>(p, s);
+    }
+}
