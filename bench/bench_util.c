@@ -31,11 +31,19 @@ void *bench_dev_alloc(size_t bytes) {
     return p;
 }
 void bench_dev_free(void *p) { cudaFree(p); }
+/* Cases launch on a non-blocking stream, which does not order after the legacy stream
+ * that cudaMemcpy uses: an upload's DMA may still run when the kernel starts, and a
+ * download may start before the kernel ends. Both copies therefore synchronize the
+ * device around them. */
 int bench_upload(void *dst, const void *src, size_t bytes) {
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess
+               ? 0
+               : -1;
 }
 int bench_download(void *dst, const void *src, size_t bytes) {
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+    return cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess
+               ? 0
+               : -1;
 }
 
 static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *state, int flush, bench_timing_t *out) {

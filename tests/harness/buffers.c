@@ -56,9 +56,13 @@ th_buf_t th_buf_host(size_t bytes) { return make(bytes, 0); }
 th_buf_t th_buf_device(size_t bytes) { return make(bytes, 1); }
 void *th_ptr(const th_buf_t *b) { return b->base + b->guard; }
 
+/* Tests launch on non-blocking streams, which do not order after the legacy stream of
+ * cudaMemcpy/cudaMemset: every transfer here synchronizes the device around itself. */
 void th_buf_upload(th_buf_t *b, const void *src) {
     if (b->on_device) {
-        if (cudaMemcpy(th_ptr(b), src, b->bytes, cudaMemcpyHostToDevice) != cudaSuccess) die("upload failed");
+        if (cudaMemcpy(th_ptr(b), src, b->bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess)
+            die("upload failed");
     } else {
         memcpy(th_ptr(b), src, b->bytes);
     }
@@ -66,7 +70,9 @@ void th_buf_upload(th_buf_t *b, const void *src) {
 
 void th_buf_download(const th_buf_t *b, void *dst) {
     if (b->on_device) {
-        if (cudaMemcpy(dst, th_ptr(b), b->bytes, cudaMemcpyDeviceToHost) != cudaSuccess) die("download failed");
+        if (cudaDeviceSynchronize() != cudaSuccess ||
+            cudaMemcpy(dst, th_ptr(b), b->bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+            die("download failed");
     } else {
         memcpy(dst, th_ptr(b), b->bytes);
     }
@@ -74,8 +80,6 @@ void th_buf_download(const th_buf_t *b, void *dst) {
 
 void th_buf_poison(th_buf_t *b, uint8_t byte) {
     if (b->on_device) {
-        /* cudaMemset may return before it completes, and work on a non-blocking stream
-         * does not wait for the legacy stream: finish it before the test launches. */
         if (cudaMemset(th_ptr(b), byte, b->bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
             die("cudaMemset failed");
     } else {
@@ -88,7 +92,7 @@ int th_buf_guards_ok(th_ctx_t *t, const th_buf_t *b, const char *what) {
     if (!want || !got) die("out of host memory");
     canary_bytes(b->canary, want, 2 * b->guard);
     if (b->on_device) {
-        if (cudaMemcpy(got, b->base, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(got, b->base, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess ||
             cudaMemcpy(got + b->guard, b->base + b->guard + b->bytes, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess)
             die("canary download failed");
     } else {
