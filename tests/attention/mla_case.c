@@ -50,6 +50,30 @@ void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, 
     }
 }
 
+void mla_make_chunk_list(th_rng_t *r, int T, int width, int64_t kv_rows, int32_t *ids, int32_t *lens) {
+    enum { REQ = 4, WIN = 128 };
+    const int per_req = (T + REQ - 1) / REQ, slab = (int)(kv_rows / REQ), comp = slab - per_req - WIN;
+    if (width <= WIN || comp < width - WIN) { /* a mistake in the test table */
+        printf("mla_make_chunk_list: width %d needs kv_rows >= 4 * (T/4 + width), got %lld\n", width,
+               (long long)kv_rows);
+        exit(1);
+    }
+    char *seen = xcalloc((size_t)comp, 1);
+    for (int t = 0; t < T; ++t) {
+        const int b = t / per_req, pos = t % per_req;
+        int32_t *row = ids + (int64_t)t * width;
+        memset(seen, 0, (size_t)comp);
+        int n = 0;
+        while (n < width - WIN) {
+            const int v = (int)th_rng_range(r, 0, comp - 1);
+            if (!seen[v]) seen[v] = 1, row[n++] = b * slab + v;
+        }
+        for (int j = 0; j < WIN; ++j) row[n++] = b * slab + comp + pos + j;
+        lens[t] = width;
+    }
+    free(seen);
+}
+
 void mla_make_sink(th_rng_t *r, int H, int mode, float *sink) {
     for (int h = 0; h < H; ++h) {
         float v = (float)(th_rng_normal(r) * 2.0);
@@ -204,7 +228,8 @@ void mla_prefill_make(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data
     }
     d->ids = xcalloc((size_t)c->T * c->width, sizeof(int32_t));
     d->lens = xcalloc((size_t)c->T, sizeof(int32_t));
-    mla_make_list(r, c->T, c->width, c->kv_rows, c->lens_mode, c->dups, d->ids, d->lens);
+    if (c->lens_mode == MLA_LENS_CHUNK) mla_make_chunk_list(r, c->T, c->width, c->kv_rows, d->ids, d->lens);
+    else mla_make_list(r, c->T, c->width, c->kv_rows, c->lens_mode, c->dups, d->ids, d->lens);
     make_q_sink(r, c->T, c->H, c->q_scale, c->sink_mode, &d->q, &d->sink);
 }
 

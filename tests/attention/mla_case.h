@@ -16,8 +16,9 @@
 extern "C" {
 #endif
 
-/* How the lens and ids of a list are drawn. */
-enum { MLA_LENS_RANDOM = 0, MLA_LENS_FULL, MLA_LENS_EMPTY, MLA_LENS_INVALID_ONLY };
+/* How the lens and ids of a list are drawn. MLA_LENS_CHUNK (prefill only): a chunk of
+ * 4 requests as the model builds it and the benchmark times it (mla_make_chunk_list). */
+enum { MLA_LENS_RANDOM = 0, MLA_LENS_FULL, MLA_LENS_EMPTY, MLA_LENS_INVALID_ONLY, MLA_LENS_CHUNK };
 /* Sink: none, finite per head, -inf everywhere, a mix of finite and -inf. */
 enum { MLA_SINK_NONE = 0, MLA_SINK_FINITE, MLA_SINK_NEG_INF, MLA_SINK_MIXED };
 
@@ -79,6 +80,10 @@ const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t 
 void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, int dups, int32_t *ids,
                    int32_t *lens);
 void mla_make_sink(th_rng_t *r, int H, int mode, float *sink);
+/* Full lists of a 4-request prefill chunk over kv_rows rows (4 slabs): token t of request
+ * b lists width - 128 distinct random compressed rows of slab b, then the 128 window rows
+ * ending at its position, which neighbouring tokens share. */
+void mla_make_chunk_list(th_rng_t *r, int T, int width, int64_t kv_rows, int32_t *ids, int32_t *lens);
 
 /*
  * Compare bf16 outputs [T, H, 512] (token stride H*512) with the fp64 reference on the

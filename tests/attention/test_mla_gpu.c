@@ -301,6 +301,22 @@ void test_gpu_prefill_large_t(th_ctx_t *t) {
     prefill_case(t, &c2, cfg_auto, 1, 12, NULL);
 }
 
+/* The benchmark's shapes (bench/attention.c), which the random cases above do not
+ * reach: a prefill chunk of 4 requests whose tokens share window rows, at H = 64 with
+ * widths 640 and 1152 (every config), and decode at T = 64, H = 64 over a 32K-slot
+ * compressed cache with one split (the direct write of configs 1 and 2) and with the
+ * auto split. Sampled tokens keep the fp64 reference short. */
+void test_gpu_model_shapes(th_ctx_t *t) {
+    const mla_prefill_case_t pc[] = {
+        {1536, 64, 640, 4 * 2048, MLA_LENS_CHUNK, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
+        {1024, 32, 1152, 4 * 2048, MLA_LENS_CHUNK, MLA_SINK_MIXED, 1.0, 1.0, 0, 0},
+    };
+    for (int i = 0; i < TH_COUNT(pc); ++i) prefill_case(t, &pc[i], prefill_configs, TH_COUNT(prefill_configs), 8, NULL);
+    const mla_decode_case_t dc = {64, 64, 128, 32, 320, 512, 64, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 0, 0, 0};
+    const run_opts_t opts[] = {{0, 0, 0}, {1, 1, 0}, {2, 1, 0}, {2, 2, 0}, {3, 1, 0}};
+    decode_case(t, &dc, opts, TH_COUNT(opts), 8);
+}
+
 /* Two runs, identical bits: decode with splits (merge order fixed), prefill. */
 void test_gpu_determinism(th_ctx_t *t) {
     const mla_decode_case_t c = {8, 64, 128, 32, 24, 1024, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
