@@ -1,9 +1,12 @@
 /*
- * kv_insert launch shape. One warp per token; a CTA holds KV_INSERT_WARPS warps. No shared
- * memory: a warp reads its 1024-byte row straight into registers (two 16-byte loads per
- * lane) and writes the 584-byte record from them. The same shape serves SM80, SM86 and
- * SM90: what keeps the kernel at memory speed is bytes in flight (about 1 KB per resident
- * warp), so the only rule is to keep registers low enough for high occupancy.
+ * kv_insert launch shape. One warp per token at a time; a CTA holds KV_INSERT_WARPS warps.
+ * No shared memory: a warp reads its 1024-byte row straight into registers (two 16-byte
+ * loads per lane) and writes the 584-byte record from them. The same shape serves SM80,
+ * SM86 and SM90.
+ *
+ * The grid is capped at KV_INSERT_CTAS_PER_SM CTAs per multiprocessor; warps then loop
+ * over tokens with a stride of the grid's warp count, loading the next token's row
+ * before quantizing the current one, so a warp keeps a row in flight while it computes.
  */
 #ifndef DSV4_KVCACHE_KV_INSERT_CONFIG_H
 #define DSV4_KVCACHE_KV_INSERT_CONFIG_H
@@ -13,9 +16,13 @@
 #define KV_INSERT_WARPS 8
 #define KV_INSERT_THREADS (KV_INSERT_WARPS * 32)
 /* Resident CTAs per SM asked of ptxas: 6 x 8 warps = 48 warps (75% of SM80/SM90, all of
- * SM86), which caps registers at 40 per thread without spills; bytes in flight scale with
- * resident warps, and that is what a memory-bound kernel needs. */
+ * SM86), which caps registers at 40 per thread without spills. */
 #define KV_INSERT_MIN_BLOCKS 6
+/* Grid cap: one resident wave, each warp looping with its next row in flight. Chosen by
+ * the H200 run of 2026-11-30 (docs/kvcache.md, versions table): 65,536 tokens in 35.3-35.7
+ * us with the cap against 37.1 us without it (a warp per token, no prefetch). 7 CTAs per
+ * SM gives ptxas the same 32-register cap as 8, and both spill. */
+#define KV_INSERT_CTAS_PER_SM KV_INSERT_MIN_BLOCKS
 #define KV_INSERT_SMEM_BYTES 0
 DSV4_SMEM_BUDGET_ASSERT(KV_INSERT_SMEM_BYTES, "kv_insert");
 

@@ -7,11 +7,13 @@
  * page*stride + p*576 + 64k; enc_k at page*stride + P*576 + p*8 + k, pad byte 0; dims
  * 448..511 copied bit for bit to p*576 + 448.
  *
- * Decomposition: one warp per token, KV_INSERT_WARPS warps per CTA, grid = ceil(T / W).
- * Lane l holds elements 8l..8l+7 and 256+8l..256+8l+7 (kv_record.h). No shared memory,
- * no loop: the row comes in with two 16-byte loads per lane (issued together with the
- * slot load, so a warp has its 1 KB in flight at once), the block maxima are reduced
- * over 8 lanes with shuffles, and the record leaves as 8/16-byte stores (kv_warp.cuh).
+ * Decomposition: a warp per token at a time, KV_INSERT_WARPS warps per CTA, the grid
+ * capped at KV_INSERT_CTAS_PER_SM per multiprocessor; warp g takes tokens g, g + nw, ...
+ * (nw = warps in the grid). Lane l holds elements 8l..8l+7 and 256+8l..256+8l+7
+ * (kv_record.h). A token's row comes in with two 16-byte loads per lane, issued with its
+ * slot load one token ahead: the next row is in flight while the current one is reduced
+ * (block maxima over 8 lanes by shuffles), quantized and stored as 8/16-byte stores
+ * (kv_warp.cuh). No shared memory.
  *
  * Numerics: integer and exactly-rounded fp32 only (kv_record.h); bit-exact with the CPU
  * reference. Byte offsets are 64-bit (page * page_stride_bytes passes 2^31).
@@ -24,29 +26,54 @@
 #include "kvcache/kv_insert_config.h"
 #include "kvcache/kv_warp.cuh"
 
-__global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS)
-    kv_insert_kernel(const uint16_t *__restrict__ k, int64_t k_stride_row, const int64_t *__restrict__ slot_mapping,
-                     uint8_t *__restrict__ cache, int64_t num_tokens, int64_t P, int64_t page_stride_bytes,
-                     int64_t num_pages) {
+typedef struct {
+    const uint16_t *k;
+    const int64_t *slot_mapping;
+    uint8_t *cache;
+    int64_t k_stride_row, num_tokens, P, page_stride_bytes, num_pages;
+    int p_shift; /* log2(P) or -1 */
+} kv_insert_params_t;
+
+__global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS) kv_insert_kernel(const kv_insert_params_t prm) {
     const int lane = threadIdx.x & 31;
-    const int64_t t = (int64_t)blockIdx.x * KV_INSERT_WARPS + (threadIdx.x >> 5);
-    if (t >= num_tokens) return; /* warp-uniform */
-    const int64_t slot = __ldg(slot_mapping + t);
+    const int64_t nw = (int64_t)gridDim.x * KV_INSERT_WARPS;
+    int64_t t = (int64_t)blockIdx.x * KV_INSERT_WARPS + (threadIdx.x >> 5);
+    if (t >= prm.num_tokens) return; /* warp-uniform, as everything below */
+    /* rows < num_tokens exist even when their slot is skipped: loads never need the slot */
+    int64_t slot = __ldg(prm.slot_mapping + t);
     uint32_t w[8];
-    kv_row_load<true>(k + t * k_stride_row, lane, w); /* rows < num_tokens exist even when skipped */
-    if (slot < 0) return;
-    const int64_t page = slot / P, p = slot - page * P;
-    if (page >= num_pages) return;
-    kv_warp_store_record(w, lane, cache + kv_data_offset(page, p, page_stride_bytes),
-                         cache + kv_scale_offset(page, p, P, page_stride_bytes));
+    kv_row_load<true>(prm.k + t * prm.k_stride_row, lane, w);
+    for (;;) {
+        const int64_t next = t + nw;
+        int64_t next_slot = -1;
+        uint32_t nw8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (next < prm.num_tokens) { /* the next token's loads go out before this one's math */
+            next_slot = __ldg(prm.slot_mapping + next);
+            kv_row_load<true>(prm.k + next * prm.k_stride_row, lane, nw8);
+        }
+        int64_t page, p;
+        if (kv_slot_locate(slot, prm.P, prm.p_shift, prm.num_pages, &page, &p))
+            kv_warp_store_record(w, lane, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
+                                 prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
+        if (next >= prm.num_tokens) break;
+        t = next;
+        slot = next_slot;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = nw8[i];
+    }
 }
 
 extern "C" dsv4_status_t kv_insert_launch(const dsv4_kv_insert_desc_t *d, const kv_insert_plan_t *plan,
                                           const dsv4_kv_insert_args_t *a, dsv4_stream_t stream) {
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare("kv_insert", (const void *)kv_insert_kernel, KV_INSERT_SMEM_BYTES, &smem_cache));
-    kv_insert_kernel<<<(unsigned)plan->blocks, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(
-        a->k, plan->k_stride_row, a->slot_mapping, a->cache, d->num_tokens, d->page_tokens, d->page_stride_bytes,
-        d->num_pages);
+    int sms = 0;
+    DSV4_TRY(kv_sm_count("kv_insert", &sms));
+    const int64_t cap = (int64_t)sms * KV_INSERT_CTAS_PER_SM;
+    const kv_insert_params_t prm = {a->k, a->slot_mapping, a->cache, plan->k_stride_row, d->num_tokens,
+                                    d->page_tokens, d->page_stride_bytes, d->num_pages,
+                                    kv_pow2_shift(d->page_tokens)};
+    const unsigned blocks = (unsigned)(plan->blocks < cap ? plan->blocks : cap);
+    kv_insert_kernel<<<blocks, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("kv_insert");
 }

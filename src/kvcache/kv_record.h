@@ -5,19 +5,24 @@
  * This is the family's ONE copy of the per-row rules: the quantization of a 64-dim
  * block (insert and the SWA writer), the GPT-J RoPE evaluation form (SWA writer, q and
  * kv), and the q-side RMS factor. The references call them in plain loops; the kernels
- * call the same functions on the elements a lane holds.
+ * call the same functions on the elements a lane holds (the e4m3 step excepted: see
+ * below).
  *
  * Quantization (spec/numerics.md 4.1): amax = max |x| with NaN left out, enc =
  * dsv4_ue8m0_from_amax(amax) (it applies the 1e-4 floor), inv = dsv4_ue8m0_inv_scale(enc),
- * code = e4m3(clamp(x * inv, -448, 448)) with NaN -> 448.
- * kv_quant_elem is that last step for a bf16 input. It equals dsv4_e4m3_quantize bit for
- * bit on its whole domain (every bf16 x, every enc: tests/kvcache checks all 65,536 x 256
- * pairs) but costs about a third of the instructions, which keeps the insert kernel
- * memory-bound: after the clamp, |v| * 2^-120 puts the e4m3 minimum normal 2^-6 on the
- * fp32 minimum normal, so e4m3 normals and subnormals alike round at bit 20 of the fp32
- * pattern (one integer round-to-nearest-even). That is exact because v = x * 2^-e has at
- * most 8 significant bits wherever a nonzero code can come out, so the scaling by 2^-120
- * itself never rounds there.
+ * code = e4m3(clamp(x * inv, -448, 448)) with NaN -> 448. The three steps here are
+ * cheaper forms of those, exact on the values a block can produce (amax is 0, a bf16
+ * magnitude or +inf; |x| <= amax), which tests/kvcache checks exhaustively against
+ * numerics.h. The kernels quantize with the same three rules, the last one evaluated on
+ * bf16 pairs (kv_warp.cuh's kv_quant_pair, checked exhaustively on the GPU against the
+ * same numerics.h function): insert is bound by instruction issue as much as by memory.
+ *   kv_enc_from_amax  reads enc off the bits of amax instead of dividing by 448.
+ *   kv_inv_scale      2^(127-enc) without the enc 254 case (no bf16 amax gives it).
+ *   kv_quant_elem     |v| * 2^-120 puts the e4m3 minimum normal 2^-6 on the fp32 minimum
+ *                     normal, so e4m3 normals and subnormals alike round at bit 20 of the
+ *                     fp32 pattern (one integer round-to-nearest-even). Exact because v =
+ *                     x * 2^-e has at most 8 significant bits wherever a nonzero code can
+ *                     come out, so the scaling by 2^-120 itself never rounds there.
  */
 #ifndef DSV4_KVCACHE_KV_RECORD_H
 #define DSV4_KVCACHE_KV_RECORD_H
@@ -53,37 +58,39 @@ DSV4_HD int64_t kv_scale_offset(int64_t page, int64_t p, int64_t P, int64_t page
 }
 
 /* ---- quantization of a 64-dim block ------------------------------------------------ */
-/* One step of the block maximum (amax is never NaN): a NaN element leaves amax unchanged.
- * The host compares, because the C library's fmaxf returns NaN for a signalling NaN
- * argument (and a NaN amax would drop every earlier element); the GPU's max.f32 returns
- * the other operand for any NaN, so there fmaxf is the same function in one instruction. */
+/* One step of the reference's block maximum: a NaN element leaves amax unchanged. A
+ * comparison, because the C library's fmaxf returns NaN for a signalling NaN argument
+ * (and a NaN amax would drop every earlier element). The kernels take the maximum on
+ * bf16 pairs (kv_warp.cuh), which drops NaN the same way. */
 DSV4_HD float kv_amax_step(float amax, uint16_t x) {
     const float v = fabsf(dsv4_bf16_to_f32(x));
-#if defined(__CUDA_ARCH__)
-    return fmaxf(amax, v);
-#else
     return v > amax ? v : amax;
-#endif
-}
-/* Two bf16 elements packed in a word (low half first). */
-DSV4_HD float kv_amax_word(float amax, uint32_t w) {
-    return kv_amax_step(kv_amax_step(amax, (uint16_t)w), (uint16_t)(w >> 16));
 }
 
-/* e4m3(clamp(x * inv, -448, 448)), NaN -> 0x7E: dsv4_e4m3_quantize for a bf16 x. */
+/* enc = dsv4_ue8m0_from_amax(amax) for amax = 0, a bf16 magnitude or +inf. With amax =
+ * 1.m * 2^k (floored first), 448 * 2^e >= amax holds from e = k - 8 if 1.m <= 1.75, else
+ * from k - 7: enc = k + 119 + (m > 0.75), and adding 0x1FFFFF to the pattern carries into
+ * the exponent field exactly when the mantissa field exceeds 0x600000. The division's
+ * rounding could only matter for an amax within 2^-24 (relative) above 448 * 2^e, which
+ * no bf16 value is; the floor constant itself gives 105 either way. */
+DSV4_HD uint32_t kv_enc_from_amax(float amax) {
+    const uint32_t b = dsv4_f32_bits(amax >= DSV4_UE8M0_AMAX_FLOOR ? amax : DSV4_UE8M0_AMAX_FLOOR);
+    return b >= 0x7F800000u ? 255u : ((b + 0x1FFFFFu) >> 23) - 8u; /* the largest bf16 gives 247 */
+}
+/* dsv4_ue8m0_inv_scale(enc) for the enc kv_enc_from_amax returns (105..247 and 255). */
+DSV4_HD float kv_inv_scale(uint32_t enc) { return enc == 255u ? 0.0f : dsv4_bits_f32((254u - enc) << 23); }
+
+/* dsv4_e4m3_quantize(x, inv) for a bf16 x and an inv = kv_inv_scale(enc) of a block that
+ * holds x (so |x * inv| <= 448 unless x is inf or NaN). Only the upper clamp is needed
+ * there: NaN and inf * 0 (x = inf means enc 255) become +448 (0x7E) through it, and no
+ * finite product goes below -448. The sign rides along in bit 31: the rounding add
+ * cannot carry into it, since |v| * 2^-120 < 2^27 as a pattern. */
 DSV4_HD uint32_t kv_quant_elem(uint16_t x, float inv) {
     float v = KV_FMUL(dsv4_bf16_to_f32(x), inv);
     v = v < 448.0f ? v : 448.0f; /* NaN -> 448, as the quantizer's clamp */
-    v = v > -448.0f ? v : -448.0f;
-    const uint32_t sign = (dsv4_f32_bits(v) >> 24) & 0x80u;
-    uint32_t b = dsv4_f32_bits(KV_FMUL(fabsf(v), 0x1p-120f));
-    b += 0x7FFFFu + ((b >> 20) & 1u); /* round to nearest even at bit 20 */
-    return (b >> 20) | sign;
-}
-/* Four codes (little-endian byte order) from the bf16 pairs w0, w1. */
-DSV4_HD uint32_t kv_quant_word2(uint32_t w0, uint32_t w1, float inv) {
-    return kv_quant_elem((uint16_t)w0, inv) | (kv_quant_elem((uint16_t)(w0 >> 16), inv) << 8) |
-           (kv_quant_elem((uint16_t)w1, inv) << 16) | (kv_quant_elem((uint16_t)(w1 >> 16), inv) << 24);
+    const uint32_t b = dsv4_f32_bits(KV_FMUL(v, 0x1p-120f));
+    const uint32_t r = (b + 0x7FFFFu + ((b >> 20) & 1u)) >> 20; /* round to nearest even at bit 20 */
+    return (r & 0x7Fu) | ((b >> 24) & 0x80u);
 }
 
 /* The whole record of one bf16 row, as the references write it: data[0..447] codes,
@@ -92,10 +99,10 @@ DSV4_HD void kv_quant_row(const uint16_t *row, uint8_t *data, uint8_t *scales) {
     for (int k = 0; k < DSV4_KV_NOPE_DIM / 64; ++k) {
         float amax = 0.0f;
         for (int i = 0; i < 64; ++i) amax = kv_amax_step(amax, row[64 * k + i]);
-        const uint8_t enc = dsv4_ue8m0_from_amax(amax);
-        const float inv = dsv4_ue8m0_inv_scale(enc);
+        const uint32_t enc = kv_enc_from_amax(amax);
+        const float inv = kv_inv_scale(enc);
         for (int i = 0; i < 64; ++i) data[64 * k + i] = (uint8_t)kv_quant_elem(row[64 * k + i], inv);
-        scales[k] = enc;
+        scales[k] = (uint8_t)enc;
     }
     scales[7] = 0;
     for (int i = 0; i < DSV4_KV_ROPE_DIM; ++i) {

@@ -8,7 +8,7 @@
  * contiguous bytes; the record goes out as one 8-byte store per lane for the codes of
  * chunk l (256 contiguous bytes per instruction), one 8-byte store for chunk l+32 on
  * lanes 0..23 (192 bytes), one 16-byte store of RoPE bytes on lanes 24..31 (128 bytes),
- * and one 8-byte store of the scale word from lane 0. Every address is aligned because
+ * and two 1-byte stores of scale bytes from lanes 0, 8, 16, 24. Every address is aligned because
  * the cache base is 16-byte aligned and page strides are multiples of 16.
  */
 #ifndef DSV4_KVCACHE_KV_WARP_CUH
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kvcache/kv_record.h"
+#include "prim/fp8.cuh"
 
 #define KV_FULL_MASK 0xFFFFFFFFu
 
@@ -35,45 +36,125 @@ static __device__ __forceinline__ void kv_row_store(uint16_t *row, int lane, con
     p[32 + lane] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
+/* page = slot / P and p = slot % P for a slot in [0, num_pages * P); false for a slot to
+ * skip (negative, past the cache). A power-of-two P (p_shift >= 0, the usual page sizes)
+ * takes a shift instead of the division, about 15 SASS per row on the insert path. */
+static __device__ __forceinline__ bool kv_slot_locate(int64_t slot, int64_t P, int p_shift, int64_t num_pages,
+                                                      int64_t *page, int64_t *p) {
+    if (slot < 0) return false;
+    *page = p_shift >= 0 ? slot >> p_shift : slot / P;
+    *p = slot - *page * P;
+    return *page < num_pages;
+}
+
+/* max on two bf16 lanes (sm_80 max.bf16x2): a NaN lane yields the other operand, as
+ * fmaxf does, and two NaNs give NaN. Exact, like any max. */
+static __device__ __forceinline__ uint32_t kv_bf16x2_max(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("max.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+static __device__ __forceinline__ uint32_t kv_bf16x2_min(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("min.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+/* Bit 15 and bit 31 of x, each replicated over its 16-bit lane: prmt in its default mode
+ * with selector nibbles 0x9 / 0xB (byte 1 / byte 3, msb set: replicate the byte's sign).
+ * Not __byte_perm: nvcc masks its selector to 3 bits per byte (0xBB99 became 0x3311),
+ * which the first H200 run of this code caught (docs/kvcache.md, v2). */
+static __device__ __forceinline__ uint32_t kv_sign_bytes(uint32_t x) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, 0, 0xBB99;\n" : "=r"(d) : "r"(x));
+    return d;
+}
+
+/* kv_quant_elem (kv_record.h) of both halves of the bf16 pair w, in 16-bit lanes: the
+ * codes land in bytes 0 and 2 (bytes 1 and 3 hold junk). inv2 = kv_inv_scale(enc) as a
+ * bf16 pair. About 6.5 SASS per element against 11 for the fp32 form; tests/kvcache
+ * checks it on the GPU against dsv4_e4m3_quantize for every bf16 x and every enc of a
+ * block that can hold x.
+ *   v = x * 2^-e in bf16 is exact wherever a nonzero code can come out (a bf16 times a
+ *     power of two, normal range); below 2^-126 it only has to keep its sign, and the
+ *     FMA's rounding does. min(v, 448) turns NaN and inf * 0 into 448, as kv_quant_elem.
+ *   |v| >= 2^-6 (an e4m3 normal; bit 15 of |v| + 0x4380): the code is the bf16 pattern
+ *     rebased by 120 exponents and rounded to nearest even at bit 4, i.e.
+ *     (|v| - 0x3C00 + 7 + bit4) >> 4; the rebasing adds 0x8000 - 0x3C00 so that no lane
+ *     borrows from its neighbour.
+ *   |v| < 2^-6 (e4m3 subnormals, step 2^-9): 1/4 + |v| in one bf16 rounding lands on the
+ *     bf16 grid of step 2^-9 above 1/4, so its mantissa field is the code (0..8, and 8 is
+ *     the e4m3 minimum normal), ties to even included.
+ *   The sign is bit 15 of v, moved to bit 7. */
+static __device__ __forceinline__ uint32_t kv_quant_pair(uint32_t w, uint32_t inv2) {
+    const uint32_t v = kv_bf16x2_min(dsv4_bf16x2_mul(w, inv2), 0x43E043E0u);
+    const uint32_t mag = v & 0x7FFF7FFFu;
+    const uint32_t u = mag + 0x43804380u; /* bit 15 of a lane set: an e4m3 normal */
+    const uint32_t t = u + 0x00870087u + ((mag >> 4) & 0x00010001u);
+    const uint32_t s = dsv4_bf16x2_fma(mag, 0x3F803F80u, 0x3E803E80u);
+    const uint32_t normal = kv_sign_bytes(u); /* 0xFFFF in the lanes whose bit 15 is set */
+    const uint32_t code = (normal & (t >> 4)) | (~normal & s);
+    return (code & 0x007F007Fu) | ((v >> 8) & 0xFF80FF80u);
+}
+
+/* kv_inv_scale(enc) as the bf16 pair kv_quant_pair takes (a power of two or 0: exact). */
+static __device__ __forceinline__ uint32_t kv_inv_scale_bf16x2(uint32_t enc) {
+    return (dsv4_f32_bits(kv_inv_scale(enc)) >> 16) * 0x00010001u;
+}
+
+/* Four codes (little-endian order) of the bf16 pairs w0, w1. */
+static __device__ __forceinline__ uint32_t kv_quant_word2(uint32_t w0, uint32_t w1, uint32_t inv2) {
+    return __byte_perm(kv_quant_pair(w0, inv2), kv_quant_pair(w1, inv2), 0x6420u);
+}
+
+/* 8- and 16-byte global stores that keep their width. Written as plain C++ in the two
+ * branches of kv_warp_store_record, nvcc merged the branches' tails and split both
+ * stores into 4-byte ones (st.global.u32 pairs: twice the store instructions, sectors
+ * half-written per instruction). */
+static __device__ __forceinline__ void kv_st_v2(uint8_t *p, uint32_t a, uint32_t b) {
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+static __device__ __forceinline__ void kv_st_v4(uint8_t *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 /* Quantize the bf16 row w (all 32 lanes) and write its record: `data` = the slot's 576
- * data bytes, `scales` = its 8 scale bytes. Block amax: each lane's partial maximum,
- * then a butterfly over the 8 lanes of the block (xor 1, 2, 4), so all of them hold
- * the same amax and derive the same enc; NaN never enters (kv_amax_step skips it). */
+ * data bytes, `scales` = its 8 scale bytes.
+ *
+ * Block amax, on bf16 pairs, because every |x| is a bf16 value and max is exact in any
+ * format: a lane folds each chunk's four words (sign bits cleared) into one pair, packs
+ * the two chunks' pairs as (chunk 0, chunk 1) halves, and a butterfly over the 8 lanes of
+ * a block (xor 1, 2, 4) leaves the block maxima in every lane of it. NaN drops out at each
+ * max; an all-NaN block ends as NaN, which kv_enc_from_amax's floor test turns into the
+ * floor, as the reference's amax 0 does. */
 static __device__ __forceinline__ void kv_warp_store_record(const uint32_t w[8], int lane, uint8_t *data,
                                                             uint8_t *scales) {
-    float a0 = 0.0f, a1 = 0.0f;
+    const uint32_t abs = 0x7FFF7FFFu;
+    const uint32_t m0 = kv_bf16x2_max(kv_bf16x2_max(w[0] & abs, w[1] & abs), kv_bf16x2_max(w[2] & abs, w[3] & abs));
+    const uint32_t m1 = kv_bf16x2_max(kv_bf16x2_max(w[4] & abs, w[5] & abs), kv_bf16x2_max(w[6] & abs, w[7] & abs));
+    uint32_t m = kv_bf16x2_max(__byte_perm(m0, m1, 0x5410), __byte_perm(m0, m1, 0x7632)); /* (chunk 0, chunk 1) */
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        a0 = kv_amax_word(a0, w[i]);
-        a1 = kv_amax_word(a1, w[4 + i]);
-    }
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) {
-        a0 = fmaxf(a0, __shfl_xor_sync(KV_FULL_MASK, a0, o));
-        a1 = fmaxf(a1, __shfl_xor_sync(KV_FULL_MASK, a1, o));
-    }
+    for (int o = 1; o < 8; o <<= 1) m = kv_bf16x2_max(m, __shfl_xor_sync(KV_FULL_MASK, m, o));
     /* Block lane/8 from the first chunk, block 4 + lane/8 from the second (lanes 24..31:
      * RoPE, their e1 is computed and never used). */
-    const uint32_t e0 = dsv4_ue8m0_from_amax(a0), e1 = dsv4_ue8m0_from_amax(a1);
-    const float inv0 = dsv4_ue8m0_inv_scale((uint8_t)e0), inv1 = dsv4_ue8m0_inv_scale((uint8_t)e1);
+    const uint32_t e0 = kv_enc_from_amax(dsv4_bf16_to_f32((uint16_t)m));
+    const uint32_t e1 = kv_enc_from_amax(dsv4_bf16_to_f32((uint16_t)(m >> 16)));
+    const uint32_t inv0 = kv_inv_scale_bf16x2(e0), inv1 = kv_inv_scale_bf16x2(e1);
 
     *reinterpret_cast<uint2 *>(data + 8 * lane) =
         make_uint2(kv_quant_word2(w[0], w[1], inv0), kv_quant_word2(w[2], w[3], inv0));
     if (lane < KV_LANE_ROPE_FIRST) {
-        *reinterpret_cast<uint2 *>(data + 256 + 8 * lane) =
-            make_uint2(kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1));
-    } else {
-        /* RoPE dims 448 + 8j .. +7 (j = lane - 24), bit for bit, at byte 448 + 16j. */
-        *reinterpret_cast<uint4 *>(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST)) =
-            make_uint4(w[4], w[5], w[6], w[7]);
+        kv_st_v2(data + 256 + 8 * lane, kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1));
+    } else { /* RoPE dims 448 + 8j .. +7 (j = lane - 24), bit for bit, at byte 448 + 16j */
+        kv_st_v4(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST), w[4], w[5], w[6], w[7]);
     }
-    /* Scale word: enc of block k at byte k (k < 4 from lanes 0, 8, 16, 24 first chunk;
-     * k = 4..6 from lanes 0, 8, 16 second chunk), pad byte 7 = 0. */
-    const uint32_t lo = __shfl_sync(KV_FULL_MASK, e0, 0) | (__shfl_sync(KV_FULL_MASK, e0, 8) << 8) |
-                        (__shfl_sync(KV_FULL_MASK, e0, 16) << 16) | (__shfl_sync(KV_FULL_MASK, e0, 24) << 24);
-    const uint32_t hi = __shfl_sync(KV_FULL_MASK, e1, 0) | (__shfl_sync(KV_FULL_MASK, e1, 8) << 8) |
-                        (__shfl_sync(KV_FULL_MASK, e1, 16) << 16);
-    if (lane == 0) *reinterpret_cast<uint2 *>(scales) = make_uint2(lo, hi);
+    /* Scale bytes straight from the lanes that hold them, no shuffles: lane 8k writes
+     * enc of block k (byte k) and of block 4 + k (byte 4 + k); lane 24 writes the pad byte
+     * 7 as 0. Two byte-store instructions of four lanes; the 8 bytes meet in L2. */
+    if ((lane & 7) == 0) {
+        scales[lane >> 3] = (uint8_t)e0;
+        scales[4 + (lane >> 3)] = lane < KV_LANE_ROPE_FIRST ? (uint8_t)e1 : (uint8_t)0;
+    }
 }
 
 /* cos/sin of the four RoPE pairs 4j .. 4j+3 that lane 24 + j holds (c[m], s[m] for pair

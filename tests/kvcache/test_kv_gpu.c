@@ -22,6 +22,33 @@ static void expect_unchanged(th_ctx_t *t, const char *what, const th_buf_t *b, c
     free(now);
 }
 
+/* kv_warp.cuh's bf16-pair e4m3 step against numerics.h for every pair a block can
+ * produce: the kernels' quantizer is not the reference's scalar form, so it gets its
+ * own exhaustive check (kvcache.quant_elem_all_bf16_x_enc covers the scalar form). */
+void test_kv_gpu_quant_all(th_ctx_t *t) {
+    th_buf_t d = th_buf_device(256 * 65536);
+    uint8_t *got = malloc(256 * 65536);
+    TH_CHECK(t, kvt_gpu_quant_all(th_ptr(&d)) == 0, "launch failed");
+    th_buf_download(&d, got);
+    size_t bad = 0, pairs = 0;
+    for (uint32_t enc = 0; enc < 256; ++enc) {
+        const float inv = dsv4_ue8m0_inv_scale((uint8_t)enc);
+        for (uint32_t h = 0; h < 65536; ++h) {
+            if (!kvt_quant_pair_reachable((uint16_t)h, enc)) continue;
+            ++pairs;
+            const uint8_t want = dsv4_e4m3_quantize(dsv4_bf16_to_f32((uint16_t)h), inv);
+            if (got[enc * 65536 + h] != want && bad++ < 8)
+                th_fail(t, __FILE__, __LINE__, "bf16 0x%04x enc %u: 0x%02x, dsv4_e4m3_quantize gives 0x%02x", h, enc,
+                        got[enc * 65536 + h], want);
+        }
+    }
+    th_note(t, "%zu differences over %zu reachable (x, enc) pairs", bad, pairs);
+    TH_CHECK(t, bad == 0, "the kernels' e4m3 step differs from dsv4_e4m3_quantize");
+    th_buf_guards_ok(t, &d, "codes");
+    th_buf_free(&d);
+    free(got);
+}
+
 static void gpu_insert_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t kst, int64_t pad_rows) {
     th_rng_t *r = th_rng(t);
     const size_t kbytes = (size_t)((T + pad_rows) * kst * 2 + 16), cbytes = kvt_cache_bytes(g);

@@ -1,6 +1,6 @@
 /*
- * CPU tests of the insert rule and of dsv4_kv_insert_ref: the fast element encoder on its
- * whole domain, the spec's known answers at their byte positions, and random pages
+ * CPU tests of the insert rule and of dsv4_kv_insert_ref: the record's cheap rules on every
+ * input a block can produce, the spec's known answers at their byte positions, and random pages
  * against the independent record model of kv_test_util.c.
  */
 #include <math.h>
@@ -13,21 +13,40 @@
 #include "kvcache/kv_record.h"
 #include "test_kvcache.h"
 
-/* kv_quant_elem against numerics.h's dsv4_e4m3_quantize: every bf16 x, every enc. */
+/* Is (x, enc) a pair a block can produce? enc comes from the block's amax >= |x| (NaN
+ * leaves amax alone), so enc >= kv_enc_from_amax(|x|); enc 255 holds any x. */
+int kvt_quant_pair_reachable(uint16_t h, uint32_t enc) {
+    const float x = dsv4_bf16_to_f32(h);
+    return enc == 255 || (enc >= 105 && enc <= 247 && (x != x || kv_enc_from_amax(fabsf(x)) <= enc));
+}
+
+/* The record's cheap rules (kv_record.h) against numerics.h on every input a block can
+ * produce: enc and inv for amax = 0, every positive bf16, +inf and NaN (the kernels' NaN
+ * block maximum); the code for every bf16 x with every enc of a block that can hold x. */
 void test_kv_quant_elem_all(th_ctx_t *t) {
-    size_t bad = 0;
-    for (int enc = 0; enc < 256; ++enc) {
-        const float inv = dsv4_ue8m0_inv_scale((uint8_t)enc);
+    size_t bad = 0, pairs = 0;
+    for (uint32_t h = 0; h <= 0x7F81; ++h) {
+        const float amax = dsv4_bf16_to_f32((uint16_t)h);
+        const uint32_t enc = kv_enc_from_amax(amax);
+        const uint8_t want = dsv4_ue8m0_from_amax(amax); /* NaN -> the floor, as an amax of 0 */
+        const float inv = kv_inv_scale(enc), want_inv = dsv4_ue8m0_inv_scale(want);
+        if ((enc != want || memcmp(&inv, &want_inv, 4) != 0) && bad++ < 8)
+            th_fail(t, __FILE__, __LINE__, "amax 0x%04x: enc %u inv %a, numerics.h %u %a", h, enc, inv, want, want_inv);
+    }
+    for (uint32_t enc = 0; enc < 256; ++enc) {
+        const float inv = kv_inv_scale(enc);
         for (uint32_t h = 0; h < 65536; ++h) {
+            if (!kvt_quant_pair_reachable((uint16_t)h, enc)) continue;
+            ++pairs;
             const uint8_t want = dsv4_e4m3_quantize(dsv4_bf16_to_f32((uint16_t)h), inv);
             const uint32_t got = kv_quant_elem((uint16_t)h, inv);
             if (got != want && bad++ < 8)
-                th_fail(t, __FILE__, __LINE__, "bf16 0x%04x enc %d: 0x%02x, dsv4_e4m3_quantize gives 0x%02x", h, enc,
+                th_fail(t, __FILE__, __LINE__, "bf16 0x%04x enc %u: 0x%02x, dsv4_e4m3_quantize gives 0x%02x", h, enc,
                         got, want);
         }
     }
-    th_note(t, "%zu differences over 65,536 x 256 (x, enc) pairs", bad);
-    TH_CHECK(t, bad == 0, "kv_quant_elem differs from dsv4_e4m3_quantize");
+    th_note(t, "%zu differences over %zu reachable (x, enc) pairs and 32,642 amax values", bad, pairs);
+    TH_CHECK(t, bad == 0, "kv_record.h's rules differ from numerics.h");
 }
 
 /* One token into a P = 2 page of 1,728 bytes (the spec's C128A page), slot id 1. */

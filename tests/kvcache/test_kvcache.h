@@ -21,6 +21,15 @@ void kvt_gather_expected(const kvt_gather_case_t *c, uint16_t *want);
 size_t kvt_cmp_gather(th_ctx_t *t, const char *what, const kvt_gather_case_t *c, const uint16_t *got,
                       const uint16_t *want);
 
+/* Can a block produce the pair (bf16 x, enc)? (enc from an amax >= |x|, or 255.) */
+int kvt_quant_pair_reachable(uint16_t h, uint32_t enc);
+/* kv_quant_word2 of every bf16 x at every enc into dev_codes[enc * 65536 + x] (16 MiB of
+ * device memory); returns the launch's cudaError_t. */
+#ifdef __cplusplus
+extern "C"
+#endif
+int kvt_gpu_quant_all(uint8_t *dev_codes);
+
 /* CPU */
 void test_kv_quant_elem_all(th_ctx_t *t);
 void test_kv_insert_known_answers(th_ctx_t *t);
@@ -37,6 +46,7 @@ void test_kv_bad_input_swa(th_ctx_t *t);
 void test_kv_bad_input_gather(th_ctx_t *t);
 
 /* GPU */
+void test_kv_gpu_quant_all(th_ctx_t *t);
 void test_kv_gpu_insert(th_ctx_t *t);
 void test_kv_gpu_swa(th_ctx_t *t);
 void test_kv_gpu_gather(th_ctx_t *t);

@@ -16,6 +16,7 @@ static const th_test_t tests[] = {
     {"kvcache.bad_input_insert", test_kv_bad_input_insert, TH_CPU},
     {"kvcache.bad_input_swa", test_kv_bad_input_swa, TH_CPU},
     {"kvcache.bad_input_gather", test_kv_bad_input_gather, TH_CPU},
+    {"kvcache.gpu_quant_all_bf16_x_enc", test_kv_gpu_quant_all, TH_GPU},
     {"kvcache.gpu_insert", test_kv_gpu_insert, TH_GPU},
     {"kvcache.gpu_swa", test_kv_gpu_swa, TH_GPU},
     {"kvcache.gpu_gather", test_kv_gpu_gather, TH_GPU},
