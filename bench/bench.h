@@ -46,6 +46,12 @@ dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, benc
  * when they fit), as when the producing kernel ran just before. Rows timed this way must
  * say so in their case name or config. */
 dsv4_status_t bench_time_warm(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out);
+/* Back-to-back timing over rotated input sets: each timed rep launches `per_rep` runs,
+ * cycling through `nstates` states whose buffers together exceed L2 (so each run reads
+ * cold inputs without a flush in between), and reports the time per run. This amortizes
+ * the event pair over several launches, as a serving engine's stream of kernels does. */
+dsv4_status_t bench_time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, void *const *states, int nstates, int per_rep,
+                                 bench_timing_t *out);
 /* Host timing of a CPU function (the no-GPU path), median of `reps`. */
 void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
 

@@ -46,10 +46,14 @@ int bench_download(void *dst, const void *src, size_t bytes) {
                : -1;
 }
 
-static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *state, int flush, bench_timing_t *out) {
+/* The timing loop behind bench_time, bench_time_warm and bench_time_rotated: per rep,
+ * an optional L2 flush, then `per_rep` launches (cycling through the states) between two
+ * events; the time per launch goes into the statistics. */
+static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *const *states, int nstates, int per_rep,
+                               int flush, bench_timing_t *out) {
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    for (int i = 0; i < 3; ++i) {
-        dsv4_status_t st = fn(ctx, state);
+    for (int i = 0; i < 3 * nstates; ++i) {
+        dsv4_status_t st = fn(ctx, states[i % nstates]);
         if (st != DSV4_STATUS_SUCCESS) return st;
     }
     int n = ctx->reps;
@@ -61,14 +65,14 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *state
         /* Evict the operator's inputs from L2 so every rep reads them from memory. */
         if (flush && ctx->flush) cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
         cudaEventRecord(ev[2 * i], s);
-        st = fn(ctx, state);
+        for (int k = 0; k < per_rep && st == DSV4_STATUS_SUCCESS; ++k) st = fn(ctx, states[(i * per_rep + k) % nstates]);
         cudaEventRecord(ev[2 * i + 1], s);
     }
     if (cudaStreamSynchronize(s) != cudaSuccess) st = DSV4_STATUS_CUDA_ERROR;
     for (int i = 0; i < n && st == DSV4_STATUS_SUCCESS; ++i) {
         float ms = 0;
         cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
-        us[i] = 1e3 * ms;
+        us[i] = 1e3 * ms / per_rep;
     }
     if (st == DSV4_STATUS_SUCCESS) summarize(us, n, out);
     for (int i = 0; i < 2 * n; ++i) cudaEventDestroy(ev[i]);
@@ -78,11 +82,16 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *state
 }
 
 dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
-    return time_reps(ctx, fn, state, 1, out);
+    return time_reps(ctx, fn, &state, 1, 1, 1, out);
 }
 
 dsv4_status_t bench_time_warm(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
-    return time_reps(ctx, fn, state, 0, out);
+    return time_reps(ctx, fn, &state, 1, 1, 0, out);
+}
+
+dsv4_status_t bench_time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, void *const *states, int nstates, int per_rep,
+                                 bench_timing_t *out) {
+    return time_reps(ctx, fn, states, nstates, per_rep, 0, out);
 }
 
 static double now_us(void) {
