@@ -19,9 +19,14 @@ int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t 
 void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char *shape, const bench_timing_t *tm,
                  double bytes, double write_bytes, bench_ceiling_t ceiling, const char *check);
 
-int idxb_translate_8192_512(bench_ctx_t *ctx, const char *op, const char *name);
-int idxb_translate_8192_2048(bench_ctx_t *ctx, const char *op, const char *name);
-int idxb_translate_packed_8192_512(bench_ctx_t *ctx, const char *op, const char *name);
+/* bench_time_warm when `warm` (no L2 flush: the inputs, and the previous rep's output
+ * lines, stay in L2), else bench_time; and the tag the row's config carries. */
+dsv4_status_t idxb_time(bench_ctx_t *ctx, int warm, bench_launch_fn fn, void *state, bench_timing_t *tm);
+const char *idxb_timing_name(int warm);
+
+/* Translation cases, dense or packed by `op`; T, K and the timing from the case name
+ * ("T=<tokens> K=<topk> ...", "warm-inputs"). */
+int idxb_translate_case(bench_ctx_t *ctx, const char *op, const char *name);
 int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name);
 
 #endif

@@ -146,9 +146,8 @@ static int tt_run_cpu(bench_ctx_t *ctx, const char *op, const char *name, int64_
     return !ok;
 }
 
-static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t K, int packed) {
+static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int64_t K, int packed, int warm) {
     if (!ctx->have_gpu) return tt_run_cpu(ctx, op, name, K, packed);
-    const int64_t T = 8192;
     tt_state_t s;
     tt_make(&s, T, K);
     int ok = tt_upload(&s, packed);
@@ -183,10 +182,10 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t K,
         free(gi);
     }
     bench_timing_t tm;
-    if (ok && bench_time(ctx, packed ? tt_launch_packed : tt_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
+    if (ok && idxb_time(ctx, warm, packed ? tt_launch_packed : tt_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         char shape[160];
-        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request", (long long)K,
-                 TT_BS, TT_WIDTH);
+        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request %s",
+                 (long long)K, TT_BS, TT_WIDTH, idxb_timing_name(warm));
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
         const double out_b = packed ? 4.0 * (double)(s.valid_total + 2 * T + 1) : 4.0 * (double)(T * K + T);
@@ -200,9 +199,11 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t K,
     return !ok;
 }
 
-int idxb_translate_8192_512(bench_ctx_t *c, const char *op, const char *n) { return tt_run(c, op, n, 512, 0); }
-int idxb_translate_8192_2048(bench_ctx_t *c, const char *op, const char *n) { return tt_run(c, op, n, 2048, 0); }
-int idxb_translate_packed_8192_512(bench_ctx_t *c, const char *op, const char *n) { return tt_run(c, op, n, 512, 1); }
+int idxb_translate_case(bench_ctx_t *c, const char *op, const char *n) {
+    long long T = 0, K = 0;
+    if (sscanf(n, "T=%lld K=%lld", &T, &K) < 2) return 1;
+    return tt_run(c, op, n, T, K, !strcmp(op, "topk_translate_packed"), strstr(n, "warm-inputs") != NULL);
+}
 
 /* ---- decode SWA lists ---------------------------------------------------------------------- */
 typedef struct {

@@ -76,6 +76,9 @@ dsv4_status_t dsv4_combine_topk_swa(const dsv4_combine_topk_swa_desc_t *desc, co
     p.num_reqs = (int32_t)desc->num_reqs;
     p.topk = (int32_t)desc->topk;
     p.topk_load = (int32_t)l.topk_load;
+    p.spec_load = desc->num_tokens <= DSV4_CMB_SPEC_MAX_TOKENS
+                      ? (p.topk_load < DSV4_CMB_BATCH_COLS ? p.topk_load : DSV4_CMB_BATCH_COLS)
+                      : 0;
     p.window = (int32_t)desc->window;
     p.ratio = (int32_t)desc->ratio;
     p.cols = (int32_t)l.cols;

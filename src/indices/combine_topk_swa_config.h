@@ -16,9 +16,16 @@
 #define DSV4_CMB_WARPS 4
 #define DSV4_CMB_THREADS (DSV4_CMB_WARPS * 32)
 #define DSV4_CMB_UNROLL 4
+#define DSV4_CMB_BATCH_COLS (32 * 4 * DSV4_CMB_UNROLL) /* columns per batch of a warp (512) */
 /* Up to this many requests, one round of loads (lane l reads qsl[l], seq_lens[l] and
  * gather_lens[l]) finds a token's request; above it a 32-ary search over qsl runs. */
 #define DSV4_CMB_FAST_REQS 31
+/* Up to this many tokens (one wave of CTAs: latency-bound) the first batch of top-k columns
+ * is loaded before the request lookup; above it only the columns below topk_len are read
+ * (bandwidth-bound: no bytes for -1 columns; 2.1 MB less at T = 8192, topk 512). On the
+ * H200 either choice gave the same time within noise at T = 1536 and 8192
+ * (docs/indices.md, versions). */
+#define DSV4_CMB_SPEC_MAX_TOKENS 4096
 
 DSV4_SMEM_BUDGET_ASSERT(0, "combine_topk_swa (no shared memory)");
 
@@ -33,6 +40,7 @@ typedef struct dsv4_cmb_params {
     int32_t num_tokens, num_reqs;
     int32_t topk;      /* TOP_K                                                          */
     int32_t topk_load; /* columns that may be read: TOP_K, or 0 when ratio == 0            */
+    int32_t spec_load; /* columns of batch 0 loaded before the request lookup (<= batch)   */
     int32_t window, ratio, cols, slab_rows, swa_row0;
     int32_t vec; /* 16-byte loads and stores allowed                               */
 } dsv4_cmb_params_t;

@@ -19,10 +19,13 @@
  * is computed element by element by its one lane. Stores are 16-byte streaming stores when
  * the output row allows it (C is a multiple of 128 int32).
  *
- * Latency: the first batch of top-k chunks (columns < min(topk_load, 512)) is loaded before
- * the request is known (it depends only on t), so at small T the kernel pays one round of
- * dependent loads (qsl / seq_lens / gather_lens, one round for R <= 31) before it stores.
- * Later batches load only chunks that start below topk_len.
+ * Loads: a warp reads only the top-k chunks that start below its row's topk_len, except
+ * that up to T = DSV4_CMB_SPEC_MAX_TOKENS (one wave, latency-bound) batch 0's chunks are
+ * loaded before the request is known (spec_load columns): they depend only on t, so the
+ * row pays one round trip (top-k values in parallel with qsl / seq_lens / gather_lens, one
+ * round for R <= 31) before it stores. Above it the kernel is bandwidth-bound and reading
+ * -1 columns past topk_len (rows of short prefixes) would cost DRAM bytes, so the loads
+ * wait for the lookup and skip them.
  */
 #include <cuda_runtime.h>
 
@@ -30,7 +33,7 @@
 #include "indices/combine_topk_swa_config.h"
 #include "indices/index_device.cuh"
 
-#define CMB_BATCH (32 * DSV4_CMB_UNROLL) /* chunks per batch */
+#define CMB_BATCH (DSV4_CMB_BATCH_COLS / 4) /* chunks per batch */
 
 /* The request of row t and what the row needs from it. Warp-uniform results. */
 struct cmb_req {
@@ -130,40 +133,38 @@ static __device__ __forceinline__ void cmb_emit(const dsv4_cmb_params_t &p, cons
     }
 }
 
+/* Loads the chunks base + lane + 32u (u < UNROLL) whose columns start in [lo, hi); the
+ * other chunks keep their values (batch 0's preloaded chunks, or values emit ignores). */
+template <bool VEC>
+static __device__ __forceinline__ void cmb_load(int (&v)[DSV4_CMB_UNROLL][4], const int32_t *__restrict__ in, int base,
+                                                int lane, int lo, int hi, int ncols) {
+#pragma unroll
+    for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
+        const int c = base + lane + 32 * u;
+        if (4 * c >= lo && 4 * c < hi) dsv4_idx_load4<VEC>(v[u], in, c, ncols);
+    }
+}
+
 template <bool V4, bool VEC> __global__ void __launch_bounds__(DSV4_CMB_THREADS) cmb_kernel(const dsv4_cmb_params_t p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t t = (int64_t)blockIdx.x * DSV4_CMB_WARPS + warp;
+    const int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + warp;
     if (t >= p.num_tokens) return; /* whole warps; no CTA barrier in this kernel */
     const int32_t *in = p.topk_indices + t * p.topk_stride;
     int32_t *row = p.out + t * p.out_stride;
 
-    /* Batch 0's top-k values, before the request is known (independent loads). */
+    /* Columns [0, spec_load) of batch 0 are loaded before the request is known: they
+     * depend only on t, so their round trip overlaps the request lookup's. */
     int v[DSV4_CMB_UNROLL][4];
 #pragma unroll
-    for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
-        const int c = lane + 32 * u;
-        if (4 * c < p.topk_load) {
-            dsv4_idx_load4<VEC>(v[u], in, c, p.topk_load);
-        } else {
+    for (int u = 0; u < DSV4_CMB_UNROLL; ++u)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) v[u][e] = -1;
-        }
-    }
+        for (int e = 0; e < 4; ++e) v[u][e] = -1;
+    cmb_load<VEC>(v, in, 0, lane, 0, p.spec_load, p.topk_load);
     const cmb_req r = cmb_find_request(p, t, lane);
     const cmb_row w = cmb_regions<V4>(p, r);
-    cmb_emit<V4, VEC>(p, w, v, 0, lane, row);
-
-    for (int base = CMB_BATCH; base < (p.cols >> 2); base += CMB_BATCH) {
-#pragma unroll
-        for (int u = 0; u < DSV4_CMB_UNROLL; ++u) {
-            const int c = base + lane + 32 * u;
-            if (4 * c < w.topk_len) {
-                dsv4_idx_load4<VEC>(v[u], in, c, p.topk_load);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) v[u][e] = -1;
-            }
-        }
+    /* Everything else is loaded only where the row needs it, columns below topk_len. */
+    for (int base = 0; base < (p.cols >> 2); base += CMB_BATCH) {
+        cmb_load<VEC>(v, in, base, lane, p.spec_load, w.topk_len, p.topk_load);
         cmb_emit<V4, VEC>(p, w, v, base, lane, row);
     }
     if (lane == 0) p.lens[t] = w.total;

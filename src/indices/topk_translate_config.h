@@ -65,6 +65,8 @@ typedef struct dsv4_tt_params {
     int32_t group_rows;        /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
     int32_t num_groups;        /* packed: ceil(T / group_rows)                        */
     int32_t vec;               /* 16-byte chunks allowed (see the launchers)          */
+    uint32_t stage_end;        /* table_width & ~3 when table rows are 16-byte aligned (cp.async
+                                  staging allowed below that page), else 0: no staging */
 } dsv4_tt_params_t;
 
 /* Host-side interface of the op (topk_translate.c, topk_translate_ref.c, the launchers). */

@@ -63,6 +63,8 @@ typedef struct {
     uint8_t *valid;
     char name[200];
 } tt_case_t;
+/* pad: 0 dense strides; 1 each stride padded by a few elements; 2 as 1 but the table
+ * stride is a multiple of 4 above the width (16-byte aligned table rows). */
 void tt_case_make(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t R, int64_t width, int64_t bs, int kind,
                   int pad);
 void tt_case_free(tt_case_t *c);

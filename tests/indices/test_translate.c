@@ -131,7 +131,9 @@ void tt_case_make(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t R, in
     d->table_width = width;
     d->block_size = bs;
     d->topk_stride = pad ? K + th_rng_range(r, 1, 5) : 0;
-    d->table_stride = pad ? width + th_rng_range(r, 1, 3) : 0;
+    /* pad 2: a table stride that keeps rows 16-byte aligned past a width that is not a
+     * multiple of 4 (staging stops at the last whole chunk of the row). */
+    d->table_stride = pad == 2 ? (width + 3) / 4 * 4 + 4 : pad ? width + th_rng_range(r, 1, 3) : 0;
     d->out_stride = pad ? K + th_rng_range(r, 1, 6) : 0;
     const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->table_stride ? d->table_stride : width;
     c->topk = malloc((size_t)(T * ts + 1) * 4);
@@ -207,7 +209,7 @@ typedef struct {
 
 /* Shapes covering: both staging outcomes, multi-segment rows (K > 512), K not a multiple of
  * 4, misaligned pointers, padded strides, T = 0 and 1, bs = 1, a table whose slot range
- * exceeds 2^31 (vlimit clamp). */
+ * exceeds 2^31 (vlimit clamp), aligned table rows whose width is not a multiple of 4. */
 static const tt_shape_t tt_shapes[] = {
     {1, 512, 1, 40, 16, KIND_NARROW, 0, 0, 0},
     {7, 512, 3, 600, 16, KIND_NARROW, 0, 0, 0},
@@ -225,6 +227,8 @@ static const tt_shape_t tt_shapes[] = {
     {0, 512, 2, 10, 16, KIND_MIX, 0, 0, 0},
     {150, 512, 3, 1 << 20, 4096, KIND_MIX, 0, 0, 0},
     {33, 13, 2, 7, 5, KIND_MIX, 1, 0, 0},
+    {300, 1024, 7, 603, 8, KIND_NARROW, 2, 0, 0},
+    {200, 2048, 5, 1001, 16, KIND_MIX, 2, 0, 0},
 };
 
 static void run_shapes(th_ctx_t *t, int packed) {
