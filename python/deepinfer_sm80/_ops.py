@@ -79,6 +79,8 @@ def arg(op, name, x, kind, ndim=None, dims=None, inner_contiguous=True, optional
         for i, want in enumerate(dims):
             if want is not None and shape(x)[i] != want:
                 raise ValueError(f"{op}: {name} has shape {shape(x)}; dimension {i} must be {want}")
+    if 0 in shape(x):  # empty: nothing is addressed, strides do not matter
+        return x
     if inner_contiguous and len(x.shape) and shape(x)[-1] > 1 and strides(x)[-1] != 1:
         raise ValueError(f"{op}: {name} must have a contiguous last dimension (strides {strides(x)})")
     if any(s < 0 for s in strides(x)):
@@ -88,8 +90,8 @@ def arg(op, name, x, kind, ndim=None, dims=None, inner_contiguous=True, optional
 
 def contiguous(op, name, x):
     """Require a dense row-major tensor (the library reads it without strides)."""
-    if x is None:
-        return None
+    if x is None or 0 in shape(x):
+        return x
     expect, acc = [], 1
     for n in reversed(shape(x)):
         expect.append(acc)
@@ -133,9 +135,21 @@ def empty(anchor, dims, kind):
     return np.empty(tuple(dims), dtype=_ALLOC_NUMPY[kind])
 
 
+_EMPTY = {}
+
+
 def addr(x):
-    """Integer address for a struct field (None -> NULL)."""
-    return None if x is None else ptr(x).value
+    """Integer address for a struct field (None -> NULL). torch gives an empty tensor the
+    address 0, which the library would reject as a NULL pointer even where the count is 0
+    (T = 0 is a valid no-op): such a tensor gets a small dummy buffer on its device instead,
+    which the library never dereferences because nothing is addressed through it."""
+    if x is None:
+        return None
+    if is_torch(x) and x.numel() == 0:
+        if x.device not in _EMPTY:
+            _EMPTY[x.device] = torch.empty(64, dtype=torch.uint8, device=x.device)
+        return _EMPTY[x.device].data_ptr()
+    return ptr(x).value
 
 
 def nbytes(x):

@@ -131,3 +131,21 @@ def test_unknown_struct_field_is_an_error():
 
     with pytest.raises(AttributeError, match="no field"):
         struct("dsv4_kv_gather_desc_t", num_requests=1)
+
+
+def test_zero_tokens_is_a_no_op(be):
+    """T = 0 validates and does nothing (torch gives empty tensors the address 0)."""
+    P = 64
+    cache = np.zeros((2, sm.page_stride(P)), np.uint8)
+    c = be.put(cache)
+    d.kv_insert(be.put(np.zeros((0, 512), np.uint16)), be.put(np.zeros(0, np.int64)), c, page_tokens=P)
+    assert not be.get(c).any()
+    g, lens = d.topk_translate(*(be.put(np.zeros(s, np.int32)) for s in ((0, 8), (0,), (1, 4))),
+                               be.put(np.zeros(0, bool)), block_size=4)
+    assert be.get(g).shape == (0, 8) and be.get(lens).shape == (0,)
+    lens, indptr, packed = d.topk_translate_packed(*(be.put(np.zeros(s, np.int32)) for s in ((0, 8), (0,), (1, 4))),
+                                                   be.put(np.zeros(0, bool)), block_size=4)
+    assert be.get(indptr).tolist() == [0]
+    out = d.mhc_post(*(be.put(np.zeros(s, t)) for s, t in (((0, 128), np.uint16), ((0, 4, 128), np.uint16),
+                                                             ((0, 4), np.float32), ((0, 4, 4), np.float32))))
+    assert be.get(out).shape == (0, 4, 128)
