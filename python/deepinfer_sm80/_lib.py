@@ -68,6 +68,15 @@ def check(status):
         raise cls(status, msg)
 
 
+def proto(name):
+    """The library function `name`, typed from the generated PROTOTYPES (the headers)."""
+    from ._structs import PROTOTYPES
+
+    fn = getattr(lib, name)
+    fn.restype, fn.argtypes = PROTOTYPES[name]
+    return fn
+
+
 def bind(name, *argtypes):
     """Declare a function returning dsv4_status_t and return a caller that raises on failure."""
     fn = getattr(lib, name)

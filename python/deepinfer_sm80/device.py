@@ -2,21 +2,9 @@
 import ctypes
 
 from ._lib import bind, lib
+from ._structs import dsv4_device_info_t
 
-
-class DeviceInfo(ctypes.Structure):
-    _fields_ = [
-        ("device", ctypes.c_int),
-        ("arch", ctypes.c_int),
-        ("sm_count", ctypes.c_int),
-        ("smem_per_block", ctypes.c_int64),
-        ("smem_per_block_optin", ctypes.c_int64),
-        ("l2_bytes", ctypes.c_int64),
-        ("global_mem_bytes", ctypes.c_int64),
-        ("supported", ctypes.c_int),
-        ("name", ctypes.c_char * 256),
-    ]
-
+DeviceInfo = dsv4_device_info_t  # generated from include/dsv4/dsv4.h
 
 _count = bind("dsv4_device_count", ctypes.POINTER(ctypes.c_int))
 _query = bind("dsv4_device_query", ctypes.c_int, ctypes.POINTER(DeviceInfo))
