@@ -5,8 +5,10 @@
 # to the folder given (default: gpu-results). Exit status is nonzero if anything failed.
 #
 #   scripts/gpu_check.sh OUTDIR [bench args...]
-# Environment: DSV4_SANITIZE=0 skips the sanitizer pass; DSV4_SANITIZER_EXCLUDE names a
-# test substring to leave out of the sanitizer runs; DSV4_BENCH=0 skips the benchmark.
+# Environment: DSV4_TESTS=0 skips the test suite; DSV4_SANITIZE=0 skips the sanitizer pass;
+# DSV4_SANITIZER_EXCLUDE names a test substring to leave out of the sanitizer runs;
+# DSV4_BENCH=0 skips the benchmark; DSV4_PYTHON=0 skips the Python binding's tests and the
+# PyTorch comparison (they run where python3 has torch and pytest).
 set -u
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -28,6 +30,7 @@ if ! scripts/build.sh >"$out/build.log" 2>&1; then
 fi
 cat $(find "$DSV4_BUILD_DIR" -name '*.ptxas.txt' | sort) >"$out/ptxas.txt" 2>/dev/null || true
 
+if [ "${DSV4_TESTS:-1}" != 0 ]; then
 step "test suite"
 if ctest --test-dir "$DSV4_BUILD_DIR" --output-on-failure -j 4 >"$out/ctest.log" 2>&1; then
   echo "ctest: all passed" | tee -a "$out/summary.txt"
@@ -36,6 +39,7 @@ else
 fi
 grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tee -a "$out/summary.txt"
 grep -hE "^\s+(all 2|e4m3 vs|device 0|[0-9]+ differences)" "$out/ctest.log" | tee -a "$out/summary.txt"
+fi
 
 if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
@@ -66,6 +70,23 @@ if [ "${DSV4_BENCH:-1}" != 0 ]; then
     echo "bench: FAILURES" | tee -a "$out/summary.txt"; status=1
   fi
   cat "$out/bench.log"
+fi
+if [ "${DSV4_PYTHON:-1}" != 0 ] && python3 -c 'import torch, pytest' 2>/dev/null; then
+  step "python binding (CUDA and CPU paths)"
+  lib="$PWD/$DSV4_BUILD_DIR/libdsv4.so"
+  if DSV4_LIBRARY="$lib" python3 -m pytest python/tests -q >"$out/pytest.log" 2>&1; then
+    echo "pytest: passed" | tee -a "$out/summary.txt"
+  else
+    echo "pytest: FAILURES" | tee -a "$out/summary.txt"; status=1
+  fi
+  tail -3 "$out/pytest.log" | tee -a "$out/summary.txt"
+  step "PyTorch comparison"
+  if DSV4_LIBRARY="$lib" python3 scripts/compare_torch.py "$out/compare_torch.jsonl" >"$out/compare_torch.log" 2>&1; then
+    echo "compare_torch: all checks passed" | tee -a "$out/summary.txt"
+  else
+    echo "compare_torch: FAILURES" | tee -a "$out/summary.txt"; status=1
+  fi
+  cat "$out/compare_torch.log"
 fi
 step "done: status $status"
 exit $status
