@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(MHC_COLLAPSE_THREADS)
     const int64_t t = blockIdx.x;
     if (a.pre_mix && threadIdx.x < 4) s_p[threadIdx.x] = a.pre_mix[4 * t + threadIdx.x];
     __syncthreads();
-    mhc_collapse_row(a.residual + t * rs, H, a.pre_mix ? s_p : nullptr, a.norm_weight, norm_eps, sq_rounded,
+    const mhc_src_stored src = {reinterpret_cast<const uint4 *>(a.residual + t * rs)};
+    mhc_collapse_row(src, H, a.pre_mix ? s_p : nullptr, a.norm_weight, norm_eps, sq_rounded,
                      a.out + t * os, a.aux ? a.aux + t * as : nullptr, s_row, s_red);
 }
 

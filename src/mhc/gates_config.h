@@ -13,21 +13,25 @@
 /* T below this goes to the small-T kernel when its geometry tiles H (spec 6.1). */
 #define MHC_SMALL_T_MAX_TOKENS 15
 
-/* ---- small-T CUDA-core kernel (spec 6.2) --------------------------------------------- */
-/* Geometry (tile_n, split_k, threads) = (6, 8, 128): 24/6 = 4 n-tiles, 8 slices of H/8
- * channels, each thread owning H/(8*128) channels per slice (5 at H = 5120). It tiles H
- * when H % (8 * 128) == 0: 4096, 5120 and 7168 all do. Other H fall back to the
- * tensor-core route. */
+/* ---- small-T kernel (spec 6.2; small_t_kernel.cu) --------------------------------------- */
+/* Geometry (tile_n, split_k, threads) = (6, H / 256, 256): 24/6 = 4 n-tiles, slices of 256
+ * channels (one per thread and stream), so a projection thread issues all of its loads
+ * at once; S = 20 slices at H = 5120, 16 at 4096, 28 at 7168. It tiles H when
+ * H % 256 == 0; other H take the tensor-core route. The first design, (6, 8, 128), had
+ * each thread walk 5 dependent rounds of loads and measured 19.4 / 25.3 us at T = 6 / 12
+ * on the H200 (docs/mhc.md). */
 #define MHC_SMALL_TILE_N 6
-#define MHC_SMALL_SPLIT_K 8
-#define MHC_SMALL_THREADS 128
-/* __launch_bounds__ minimum CTAs per SM. Stated explicitly: without it ptxas for sm_90
- * chose 64 registers and spilled in the broadcast instantiation. */
-#define MHC_SMALL_MIN_CTAS 1
-/* Tokens per CTA: a CTA loads its fn values once per channel and applies them to this
- * many tokens, so fn is streamed from L2 ceil(T / tpc) times instead of T times (spec 8:
- * 23.6 MB of L2 traffic at T = 12 with one token per CTA). tpc = 1 is upstream's grid. */
-#define MHC_SMALL_TPC(T) ((T) <= 2 ? 1 : ((T) <= 8 ? 2 : 4))
+#define MHC_SMALL_THREADS 256
+/* __launch_bounds__ minimum CTAs per SM: 2 caps the kernel at 128 registers, and the
+ * ~250 CTAs of a T = 6..12 call fit on 132 SMs in one wave. */
+#define MHC_SMALL_MIN_CTAS 2
+/* Tokens per projection CTA: it loads its fn values once and applies them to this many
+ * tokens, so fn is streamed from L2 ceil(T / tpc) times instead of T times (spec 8:
+ * 23.6 MB of L2 traffic at T = 12 with one token per CTA). tpc = 1 is upstream's grid.
+ * Every T < 16 gets at most 3 token groups, i.e. <= 3 x 4 x 20 = 240 projection CTAs at
+ * H = 5120: with the row and gate CTAs one wave of 2 CTAs per SM on the 132-SM H200. */
+#define MHC_SMALL_TPC(T) ((T) <= 2 ? 1 : ((T) <= 6 ? 2 : ((T) <= 12 ? 4 : 5)))
+#define MHC_SMALL_MAX_TPC 5
 
 /* What the small-T route projects in a seam. Upstream projects the UNROUNDED fp32
  * post-apply values (spec 6.2), which the next layer never sees: with model-like gate
@@ -48,8 +52,10 @@
 #define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 272 B, ldmatrix conflict-free */
 /* Split count: the smallest divisor S of the chunk count with ceil(T/64) * S >= this
  * many CTAs, else the largest divisor <= MHC_TC_MAX_SPLIT. Device-independent, so a
- * given (T, H) sums its partials in the same order on every GPU. */
-#define MHC_TC_TARGET_CTAS 512
+ * given (T, H) sums its partials in the same order on every GPU. 256 = one wave at 2
+ * CTAs per SM on the 132-SM H200 (264 slots): 512 gave T = 512 320 CTAs, i.e. a second
+ * wave of 56, for 4 chunks each; 256 gives 256 CTAs of 5 chunks (A100: 216 slots). */
+#define MHC_TC_TARGET_CTAS 256
 #define MHC_TC_MAX_SPLIT 64
 
 #define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * 25 * 4)
@@ -68,10 +74,19 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
 /* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
  * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */
 #define MHC_WS_FLOATS 26
-#if MHC_SMALL_SPLIT_K > MHC_TC_MAX_SPLIT
+#if MHC_MAX_HIDDEN / MHC_SMALL_THREADS > MHC_TC_MAX_SPLIT
 #error "mhc: the epilogue's partial buffer is sized by MHC_TC_MAX_SPLIT"
 #endif
 /* The V4 epilogue: partials + scratch (static) and the collapse row (dynamic, 2H). */
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX_HIDDEN, "mhc V4 epilogue");
+/* The small-T kernel: the epilogue's static buffer, its own reductions (< 1.3 KB) and the
+ * collapse row. */
+DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 1280 + 2 * MHC_MAX_HIDDEN, "mhc small-T kernel");
+
+/* Workspace: [flags][partials]. The partials are raw [S][T][24], sq [S][T], ss [S][T]
+ * fp32. The small-T route puts one flag word per (token, n-tile, slice) in front of them
+ * (T x 4 x S words, rounded up to 256 bytes; small_t_kernel.cu); the tensor-core route
+ * has none. */
+#define MHC_WS_FLAG_BYTES(small, T, S) ((small) ? ((size_t)(T) * 4 * (size_t)(S) * 4 + 255) / 256 * 256 : (size_t)0)
 
 #endif

@@ -10,13 +10,14 @@
  *                        the C reference given the same sum)
  *   mhc_gates_warp       RMS scaling, pre/post sigmoids and the 20-step Sinkhorn of one
  *                        token in one warp (spec 3.2-3.4)
- *   mhc_collapse_row     one token's collapse, aux and RMSNorm across a CTA
+ *   mhc_collapse_row     one token's collapse, aux and RMSNorm across a CTA, from a stored
+ *                        row or from one produced on the way (post-apply, broadcast)
  *   mhc_norm_row         the second pass of the RMSNorm over a stored bf16 row
  *
  * Every operation whose order the spec fixes is written with __fmul_rn / __fmaf_rn /
  * __fadd_rn / __fdiv_rn so that nvcc cannot contract or reorder it; the C reference uses
- * the same fmaf form. bf16 rounding uses dsv4_f32_to_bf16 (numerics.h), the same lines as
- * the reference.
+ * the same fmaf form. bf16 rounding is cvt.rn.bf16x2.f32 (mhc_pack2), which gives the bits
+ * of dsv4_f32_to_bf16 (numerics.h), the reference's converter.
  */
 #ifndef DSV4_MHC_DEVICE_CUH
 #define DSV4_MHC_DEVICE_CUH
@@ -24,6 +25,7 @@
 #include <stdint.h>
 
 #include "dsv4/numerics.h"
+#include "prim/mma.cuh"
 
 #define MHC_FULL_MASK 0xFFFFFFFFu
 
@@ -37,12 +39,18 @@ static __device__ __forceinline__ void mhc_unpack8(const uint4 v, float f[8]) {
     }
 }
 
-static __device__ __forceinline__ uint32_t mhc_pack2(float lo, float hi) {
-    return (uint32_t)dsv4_f32_to_bf16(lo) | ((uint32_t)dsv4_f32_to_bf16(hi) << 16);
-}
+/* One cvt.rn.bf16x2.f32: the same bits as dsv4_f32_to_bf16 on each half (RNE, NaN ->
+ * 0x7FFF), in one instruction instead of ~10 integer ones: the producers that pack every
+ * output are instruction-bound at large T. */
+static __device__ __forceinline__ uint32_t mhc_pack2(float lo, float hi) { return dsv4_pack_bf16x2(lo, hi); }
 
 static __device__ __forceinline__ uint4 mhc_pack8(const float f[8]) {
     return make_uint4(mhc_pack2(f[0], f[1]), mhc_pack2(f[2], f[3]), mhc_pack2(f[4], f[5]), mhc_pack2(f[6], f[7]));
+}
+
+/* Word q (channels 2q, 2q + 1) of a bf16 x 8 vector; q must fold to a constant. */
+static __device__ __forceinline__ uint32_t mhc_word(const uint4 &v, int q) {
+    return q == 0 ? v.x : (q == 1 ? v.y : (q == 2 ? v.z : v.w));
 }
 
 static __device__ __forceinline__ float mhc_bf16_lo(uint32_t w) { return dsv4_bits_f32(w << 16); }
@@ -78,6 +86,114 @@ static __device__ __forceinline__ float mhc_inv_rms(float sum, float n, float ep
 
 static __device__ __forceinline__ float mhc_norm_channel(float yb, float rn, float w) {
     return __fmul_rn(__fmul_rn(yb, rn), w);
+}
+
+/* ---- one token's post-apply over a row ---------------------------------------------------- */
+/* post[4] and comb[16] of one token into every thread's registers, through 20 floats of
+ * shared memory (one global load each). Call from all threads. */
+static __device__ __forceinline__ void mhc_token_coef(const float *post, const float *comb, float *s_coef,
+                                                      float pc[4], float cb[16]) {
+    const int tid = threadIdx.x;
+    if (tid < 4) s_coef[tid] = post[tid];
+    else if (tid < 20) s_coef[tid] = comb[tid - 4];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pc[i] = s_coef[i];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) cb[i] = s_coef[4 + i];
+}
+
+/* R_new of 8-channel vector v (nv per stream): out[s] = bf16 x 8 of stream s. */
+static __device__ __forceinline__ void mhc_post_vec(const uint4 *x4, const uint4 *r4, int64_t v, int64_t nv,
+                                                    const float pc[4], const float cb[16], uint4 out[4]) {
+    float xf[8], r[4][8], o[4][8];
+    mhc_unpack8(__ldg(x4 + v), xf);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) mhc_unpack8(__ldg(r4 + s * nv + v), r[s]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
+        float oc[4];
+        mhc_post_channel(pc, cb, xf[i], rc, oc);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) o[s][i] = oc[s];
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) out[s] = mhc_pack8(o[s]);
+}
+
+/* R_new of the vectors v = first, first + step, ...; returns the thread's sum of squares
+ * of the stored values when SQ. */
+template <bool SQ>
+static __device__ __forceinline__ float mhc_post_row(const uint4 *x4, const uint4 *r4, uint4 *o4, int64_t nv,
+                                                     const float pc[4], const float cb[16], int64_t first,
+                                                     int64_t step) {
+    float sq = 0.0f;
+#pragma unroll 2 /* two vectors' loads in flight per thread */
+    for (int64_t v = first; v < nv; v += step) {
+        uint4 ov[4];
+        mhc_post_vec(x4, r4, v, nv, pc, cb, ov);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            o4[s * nv + v] = ov[s];
+            if (SQ) {
+                float rr[8];
+                mhc_unpack8(ov[s], rr);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) sq = __fmaf_rn(rr[i], rr[i], sq);
+            }
+        }
+    }
+    return sq;
+}
+
+/* ---- where a row's 4 streams come from (mhc_collapse_row's Src) ------------------------------ */
+/* Each gives the 4 stream vectors of 8-channel vector v (nv per stream) as stored bf16. */
+struct mhc_src_stored { /* a residual row already in memory */
+    const uint4 *r4;
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) r[s] = r4[s * nv + v];
+    }
+};
+struct mhc_src_post { /* R_new of a seam, stored on the way (so nothing reads it back) */
+    const uint4 *x4, *r4;
+    uint4 *o4;
+    float pc[4], cb[16];
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
+        mhc_post_vec(x4, r4, v, nv, pc, cb, r);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) o4[s * nv + v] = r[s];
+    }
+};
+struct mhc_src_bcast { /* the first layer's embedding, its 4 copies stored when o4 is set */
+    const uint4 *e4;
+    uint4 *o4;
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
+        const uint4 e = __ldg(e4 + v);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            r[s] = e;
+            if (o4) o4[s * nv + v] = e;
+        }
+    }
+};
+
+/* ---- completion flags between the CTAs of one grid (small-T route) ------------------------ */
+/* A producer CTA publishes its workspace partials by storing MHC_FLAG_SET; the one CTA that
+ * consumes them waits for it and stores 0 back, so every call leaves its flags at 0 for
+ * the next and no memset is needed. The value is a NaN payload that no fp32 arithmetic
+ * produces (GPU NaNs are 0x7FFFFFFF), so a flag word that held an earlier call's float
+ * partials never reads as set; a fresh allocation holds it only by a ~2^-32 accident. */
+#define MHC_FLAG_SET 0x7FC04D48u
+
+/* Called by every thread after its partial stores: one fenced store per flag. */
+static __device__ __forceinline__ void mhc_flag_publish(unsigned *flag, bool mine) {
+    __syncthreads();
+    if (mine) {
+        __threadfence(); /* cumulative: the CTA's stores (ordered by the barrier) come first */
+        *(volatile unsigned *)flag = MHC_FLAG_SET;
+    }
 }
 
 /* ---- reductions --------------------------------------------------------------------- */
@@ -184,32 +300,38 @@ static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4
 }
 
 /* ---- one token's collapse across a CTA ----------------------------------------------------- */
-/* R: the token's [4, H] row; p: pre-mix (NULL = stream 0, an exact copy); w: norm weight
- * (NULL = write the un-normed yb); s_row: 2H bytes of shared memory (norm only); red:
- * 33 floats of shared memory. Must be called by every thread of the CTA. */
-static __device__ __forceinline__ void mhc_collapse_row(const uint16_t *R, int64_t H, const float *p,
-                                                        const uint16_t *w, float norm_eps, int sq_rounded,
-                                                        uint16_t *out, uint16_t *aux, uint4 *s_row, float *red) {
+/* src: the token's 4 stream rows (a Src above); p: pre-mix (NULL = stream 0, an exact
+ * copy); w: norm weight (NULL = write the un-normed yb); s_row: 2H bytes of shared memory
+ * (norm only); red: 33 floats of shared memory. Must be called by every thread of the CTA. */
+template <class Src>
+static __device__ __forceinline__ void mhc_collapse_row(const Src &src, int64_t H, const float *p, const uint16_t *w,
+                                                        float norm_eps, int sq_rounded, uint16_t *out, uint16_t *aux,
+                                                        uint4 *s_row, float *red) {
     const int64_t nv = H / 8;
-    const uint4 *R4 = reinterpret_cast<const uint4 *>(R);
     uint4 *dst = w ? s_row : reinterpret_cast<uint4 *>(out);
     float ss = 0.0f;
 #pragma unroll 2
     for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+        uint4 rv[4];
+        src(v, nv, rv);
         float r[4][8];
 #pragma unroll
-        for (int s = 0; s < 4; ++s) mhc_unpack8(R4[s * nv + v], r[s]);
-        float yb[8], a[8];
+        for (int s = 0; s < 4; ++s) mhc_unpack8(rv[s], r[s]);
+        float y[8], yb[8], a[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
-            const float y = p ? mhc_collapse_channel(p, rc) : rc[0];
-            yb[i] = dsv4_round_bf16(y);
-            const float q = sq_rounded ? yb[i] : y;
-            ss = __fmaf_rn(q, q, ss);
+            y[i] = p ? mhc_collapse_channel(p, rc) : rc[0];
             a[i] = mhc_aux_channel(rc);
         }
-        dst[v] = mhc_pack8(yb);
+        const uint4 ybv = mhc_pack8(y);
+        mhc_unpack8(ybv, yb);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float q = sq_rounded ? yb[i] : y[i];
+            ss = __fmaf_rn(q, q, ss);
+        }
+        dst[v] = ybv;
         if (aux) reinterpret_cast<uint4 *>(aux)[v] = mhc_pack8(a);
     }
     if (!w) return;

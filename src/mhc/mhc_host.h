@@ -3,8 +3,9 @@
  * gates, pre and seam operators, their kernels and their CPU reference), the checks
  * every operator's host side runs, and the launchers the .cu files export.
  *
- * A pipeline is K1 (a projection kernel: small-T or tensor-core) followed by K2 (the
- * epilogue, one CTA per token). K1's "producer" decides what the projection reads:
+ * A pipeline is, on the tensor-core route, K1 (the projection kernel) followed by K2 (the
+ * epilogue, one CTA per token), and on the small-T route one kernel that does both
+ * (small_t_kernel.cu). The "producer" decides what the projection reads:
  *   MHC_PROD_POST   the post-apply of x, R, post, comb (seams); stores R_new
  *   MHC_PROD_RES    the residual itself (gates, pre)
  *   MHC_PROD_BCAST  the embedding e [T, H] with fn_bcast (first layer); stores 4 copies
@@ -59,7 +60,8 @@ typedef struct mhc_pipe {
     /* the residual the collapse reads: res_out (POST, BCAST) or res (RES) */
     const uint16_t *col_src;
     int64_t col_src_stride;
-    float *ws; /* raw [S][T][24], then sq [S][T], then ss [S][T] */
+    float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
+    unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */
@@ -101,6 +103,8 @@ dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char
 /* The planner behind dsv4_mhc_plan, failing in the name of `op` (arguments already checked). */
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
                                dsv4_mhc_plan_t *plan);
+/* Bytes of completion flags in front of the partials in the workspace. */
+size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T);
 /* Fills p->plan (route, splits, geometry) for the pipeline's T, H and producer. */
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* Checks the workspace against the plan, then enqueues K1 and K2. */
@@ -122,7 +126,7 @@ dsv4_status_t mhc_fn_bcast_setup(const dsv4_mhc_fn_bcast_desc_t *d, const dsv4_m
 void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
-dsv4_status_t mhc_launch_proj_small(const mhc_pipe_t *p, dsv4_stream_t stream);
+dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,

@@ -1,7 +1,7 @@
 /*
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
- * pointer checks every variant has, and the launch of K1 (small-T or tensor-core
- * projection, per the plan) followed by K2 (the epilogue), both on the caller's stream.
+ * pointer checks every variant has, and the launches on the caller's stream: the one
+ * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
  */
 #include "common/error.h"
 #include "mhc/mhc_host.h"
@@ -24,10 +24,9 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     if (p->plan.workspace_bytes) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 16));
     DSV4_TRY(dsv4_check_stream(op, stream));
     if (p->T == 0) return DSV4_STATUS_SUCCESS;
-    p->ws = (float *)ws;
-    if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T)
-        DSV4_TRY(mhc_launch_proj_small(p, stream));
-    else
-        DSV4_TRY(mhc_launch_proj_tc(p, stream));
+    p->flags = (unsigned *)ws;
+    p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
+    if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
+    DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);
 }

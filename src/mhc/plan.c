@@ -9,9 +9,9 @@
 #include "mhc/gates_config.h"
 #include "mhc/mhc_host.h"
 
-/* The small-T geometry has no remainder handling: H must split into split_k slices of
- * whole thread-strides (spec 6.2). Same rule for the broadcast projection (K = H). */
-static int small_tiles(int64_t H) { return H % ((int64_t)MHC_SMALL_SPLIT_K * MHC_SMALL_THREADS) == 0; }
+/* The small-T geometry has no remainder handling: H must split into slices of one channel
+ * per thread (spec 6.2). Same rule for the broadcast projection (K = H). */
+static int small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
 
 /* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and S <= MHC_TC_MAX_SPLIT,
  * else the largest divisor <= MHC_TC_MAX_SPLIT. */
@@ -25,6 +25,10 @@ static int tc_splits(int64_t nchunks, int64_t nblk) {
     return best;
 }
 
+size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T) {
+    return MHC_WS_FLAG_BYTES(pl->route == DSV4_MHC_ROUTE_SMALL_T, T, pl->splits);
+}
+
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
                                   dsv4_mhc_plan_t *pl) {
     memset(pl, 0, sizeof *pl);
@@ -32,10 +36,9 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     if (route == DSV4_MHC_ROUTE_SMALL_T) {
         if (!small_tiles(H))
             return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
-                             "route SMALL_T needs hidden %% %d == 0 (geometry tile_n %d, split_k %d, %d threads); "
-                             "hidden = %lld does not tile, use AUTO or TENSOR_CORE",
-                             MHC_SMALL_SPLIT_K * MHC_SMALL_THREADS, MHC_SMALL_TILE_N, MHC_SMALL_SPLIT_K,
-                             MHC_SMALL_THREADS, (long long)H);
+                             "route SMALL_T needs hidden %% %d == 0 (geometry tile_n %d, split_k hidden / %d, %d "
+                             "threads); hidden = %lld does not tile, use AUTO or TENSOR_CORE",
+                             MHC_SMALL_THREADS, MHC_SMALL_TILE_N, MHC_SMALL_THREADS, MHC_SMALL_THREADS, (long long)H);
         use_small = 1;
     } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE) {
         use_small = 0;
@@ -45,11 +48,11 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     if (use_small) {
         int64_t tpc = MHC_SMALL_TPC(T);
         pl->route = DSV4_MHC_ROUTE_SMALL_T;
-        pl->splits = MHC_SMALL_SPLIT_K;
+        pl->splits = (int32_t)(H / MHC_SMALL_THREADS);
         pl->tile_n = MHC_SMALL_TILE_N;
         pl->threads = MHC_SMALL_THREADS;
         pl->tokens_per_cta = (int32_t)tpc;
-        pl->ctas = (T + tpc - 1) / tpc * (24 / MHC_SMALL_TILE_N) * MHC_SMALL_SPLIT_K;
+        pl->ctas = (T + tpc - 1) / tpc * (24 / MHC_SMALL_TILE_N) * pl->splits;
         pl->unrounded_input = MHC_SMALL_T_UNROUNDED;
     } else {
         int64_t nchunks = H / (broadcast ? MHC_TC_KC : MHC_TC_KC / 4);
@@ -61,7 +64,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         pl->tokens_per_cta = MHC_TC_BM;
         pl->ctas = nblk * pl->splits;
     }
-    size_t bytes = (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
+    size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
     pl->workspace_bytes = (bytes + 255) / 256 * 256;
     return DSV4_STATUS_SUCCESS;
 }

@@ -24,45 +24,13 @@ __global__ void __launch_bounds__(MHC_POST_THREADS)
     __shared__ float s_coef[20], s_red[33];
     const int tid = threadIdx.x;
     const int64_t t = blockIdx.x, nv = H / 8;
-    if (tid < 4) s_coef[tid] = a.post[4 * t + tid];
-    else if (tid < 20) s_coef[tid] = a.comb[16 * t + tid - 4];
-    __syncthreads();
     float pc[4], cb[16];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pc[i] = s_coef[i];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) cb[i] = s_coef[4 + i];
+    mhc_token_coef(a.post + 4 * t, a.comb + 16 * t, s_coef, pc, cb);
 
     const uint4 *x4 = reinterpret_cast<const uint4 *>(a.x + t * xs);
     const uint4 *r4 = reinterpret_cast<const uint4 *>(a.residual + t * rs);
     uint4 *o4 = reinterpret_cast<uint4 *>(a.residual_out + t * ros);
-    float sq = 0.0f;
-#pragma unroll 2 /* two vectors' loads in flight per thread */
-    for (int64_t v = tid; v < nv; v += MHC_POST_THREADS) {
-        float xf[8], r[4][8], o[4][8];
-        mhc_unpack8(__ldg(x4 + v), xf);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) mhc_unpack8(__ldg(r4 + s * nv + v), r[s]);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
-            float oc[4];
-            mhc_post_channel(pc, cb, xf[i], rc, oc);
-#pragma unroll
-            for (int s = 0; s < 4; ++s) o[s][i] = oc[s];
-        }
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const uint4 ov = mhc_pack8(o[s]);
-            o4[s * nv + v] = ov;
-            if (SQ) {
-                float rr[8];
-                mhc_unpack8(ov, rr);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) sq = __fmaf_rn(rr[i], rr[i], sq);
-            }
-        }
-    }
+    const float sq = mhc_post_row<SQ>(x4, r4, o4, nv, pc, cb, tid, MHC_POST_THREADS);
     if (SQ) {
         const float total = mhc_block_sum(sq, s_red);
         if (tid == 0) a.sqrsum[t] = total;

@@ -23,9 +23,10 @@
  *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
  *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
  *   The two k-halves are added through shared memory at the end (half 0 + half 1).
- * Pipeline: the next chunk's global loads are issued into registers right after the
- *   shared tiles are written, so they are in flight during the mma of this chunk; other
- *   resident CTAs (2 per SM at <= 128 registers) cover the rest of the latency.
+ * Pipeline: the next chunk's inputs are loaded into registers as soon as this chunk's
+ *   have been produced (before the fn conversion and the barrier), its fn values after
+ *   the barrier, so both are in flight during the mma of this chunk; other resident CTAs
+ *   (2 per SM at <= 128 registers) cover the rest of the latency.
  *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
  *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 25 fp32 (6,400 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
@@ -59,11 +60,14 @@ template <int PROD> struct tc_geom {
     static constexpr int CW = PROD == MHC_PROD_BCAST ? KC : KC / 4; /* channels per chunk */
 };
 
+/* want_v: the token's inputs (x, R or e); want_f: the fn chunk. Issued separately so that
+ * the next chunk's inputs leave as soon as produce has consumed this chunk's. */
 template <int PROD>
 __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp, int tid,
-                                        tc_in &in) {
+                                        bool want_v, bool want_f, tc_in &in) {
     const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
-    if (valid) {
+    if (!want_v) {
+    } else if (valid) {
         const uint16_t *rt = p.res + t * p.res_stride;
         if (PROD == MHC_PROD_POST) {
             in.v[0] = __ldcs(reinterpret_cast<const uint4 *>(p.x + t * p.x_stride + c0 + 8 * grp));
@@ -82,7 +86,7 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool val
     }
     const int64_t K = PROD == MHC_PROD_BCAST ? H : 4 * H;
 #pragma unroll
-    for (int j = 0; j < FN_F4; ++j) {
+    for (int j = 0; j < FN_F4 && want_f; ++j) {
         const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
         const int64_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * H + c0 + (k % 32);
         in.f[j] = __ldg(reinterpret_cast<const float4 *>(p.fn + off));
@@ -94,15 +98,13 @@ __device__ __forceinline__ void tc_store_b(const tc_in &in, int tid, uint16_t *s
 #pragma unroll
     for (int j = 0; j < FN_F4; ++j) {
         const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
-        const float f[4] = {in.f[j].x, in.f[j].y, in.f[j].z, in.f[j].w};
-        uint32_t hb[4], lb[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            hb[i] = dsv4_f32_to_bf16(f[i]);
-            lb[i] = dsv4_f32_to_bf16(__fsub_rn(f[i], dsv4_bf16_to_f32((uint16_t)hb[i]))); /* exact difference */
-        }
-        *reinterpret_cast<uint2 *>(sB + n * LDS + k) = make_uint2(hb[0] | hb[1] << 16, hb[2] | hb[3] << 16);
-        *reinterpret_cast<uint2 *>(sB + (24 + n) * LDS + k) = make_uint2(lb[0] | lb[1] << 16, lb[2] | lb[3] << 16);
+        const float4 f = in.f[j];
+        const uint32_t h01 = mhc_pack2(f.x, f.y), h23 = mhc_pack2(f.z, f.w);
+        /* fn - hi is exact in fp32 */
+        const uint32_t l01 = mhc_pack2(__fsub_rn(f.x, mhc_bf16_lo(h01)), __fsub_rn(f.y, mhc_bf16_hi(h01)));
+        const uint32_t l23 = mhc_pack2(__fsub_rn(f.z, mhc_bf16_lo(h23)), __fsub_rn(f.w, mhc_bf16_hi(h23)));
+        *reinterpret_cast<uint2 *>(sB + n * LDS + k) = make_uint2(h01, h23);
+        *reinterpret_cast<uint2 *>(sB + (24 + n) * LDS + k) = make_uint2(l01, l23);
     }
 }
 
@@ -143,48 +145,59 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
             if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0 + 8 * q) = mhc_pack8(a);
         }
     } else {
+        /* channel pairs (one 32-bit word of every vector) from load to packed outputs, so
+         * that only a pair's floats are live: at 128 registers the 8-channel form spilled */
         const int64_t h0 = c0 + 8 * grp;
-        float rr[4][8];
-        if (PROD == MHC_PROD_POST) {
-            float xf[8], r[4][8], o[4][8];
-            mhc_unpack8(in.v[0], xf);
+        uint32_t aw[4][4], yw[4], xw[4];
 #pragma unroll
-            for (int s = 0; s < 4; ++s) mhc_unpack8(in.v[1 + s], r[s]);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
-                float oc[4];
-                mhc_post_channel(coef, coef + 4, xf[i], rc, oc);
-#pragma unroll
-                for (int s = 0; s < 4; ++s) o[s][i] = oc[s];
-            }
-            uint16_t *ot = p.res_out + t * p.res_out_stride + h0;
+        for (int q = 0; q < 4; ++q) {
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
-                av[s] = mhc_pack8(o[s]);
-                *reinterpret_cast<uint4 *>(ot + s * H) = av[s];
+                if (PROD == MHC_PROD_POST) aw[s][q] = mhc_word(in.v[1 + s], q);
+                else aw[s][q] = mhc_word(in.v[s], q);
             }
-        } else {
+            if (PROD == MHC_PROD_POST) {
+                const uint32_t xq = mhc_word(in.v[0], q);
+                float o[2][4];
 #pragma unroll
-            for (int s = 0; s < 4; ++s) av[s] = in.v[s];
+                for (int u = 0; u < 2; ++u) {
+                    float rc[4];
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) rc[s] = u ? mhc_bf16_hi(aw[s][q]) : mhc_bf16_lo(aw[s][q]);
+                    mhc_post_channel(coef, coef + 4, u ? mhc_bf16_hi(xq) : mhc_bf16_lo(xq), rc, o[u]);
+                }
+#pragma unroll
+                for (int s = 0; s < 4; ++s) aw[s][q] = mhc_pack2(o[0][s], o[1][s]); /* the stored R_new */
+            }
+            float y[2], a[2];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                float rc[4];
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    rc[s] = u ? mhc_bf16_hi(aw[s][q]) : mhc_bf16_lo(aw[s][q]);
+                    sq = __fmaf_rn(rc[s], rc[s], sq);
+                }
+                /* uniform branches: the seam benchmarked without aux skips its arithmetic */
+                if (collapse) y[u] = identity ? rc[0] : mhc_collapse_channel(coef + 20, rc);
+                if (p.aux) a[u] = mhc_aux_channel(rc);
+            }
+            if (collapse) {
+                yw[q] = mhc_pack2(y[0], y[1]);
+                ss = __fmaf_rn(mhc_bf16_hi(yw[q]), mhc_bf16_hi(yw[q]),
+                               __fmaf_rn(mhc_bf16_lo(yw[q]), mhc_bf16_lo(yw[q]), ss));
+            }
+            if (p.aux) xw[q] = mhc_pack2(a[0], a[1]);
         }
 #pragma unroll
-        for (int s = 0; s < 4; ++s) mhc_unpack8(av[s], rr[s]);
-        float yb[8], a[8];
+        for (int s = 0; s < 4; ++s) av[s] = make_uint4(aw[s][0], aw[s][1], aw[s][2], aw[s][3]);
+        if (PROD == MHC_PROD_POST) {
+            uint16_t *ot = p.res_out + t * p.res_out_stride + h0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const float rc[4] = {rr[0][i], rr[1][i], rr[2][i], rr[3][i]};
-#pragma unroll
-            for (int s = 0; s < 4; ++s) sq = __fmaf_rn(rc[s], rc[s], sq);
-            yb[i] = dsv4_round_bf16(identity ? rc[0] : mhc_collapse_channel(coef + 20, rc));
-            a[i] = mhc_aux_channel(rc);
+            for (int s = 0; s < 4; ++s) *reinterpret_cast<uint4 *>(ot + s * H) = av[s];
         }
-        if (collapse) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) ss = __fmaf_rn(yb[i], yb[i], ss);
-            *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0) = mhc_pack8(yb);
-        }
-        if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0) = mhc_pack8(a);
+        if (collapse) *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0) = make_uint4(yw[0], yw[1], yw[2], yw[3]);
+        if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0) = make_uint4(xw[0], xw[1], xw[2], xw[3]);
     }
     /* A row segment: streams at column s*32 (POST, RES), or 32 channels at 32*grp (BCAST) */
 #pragma unroll
@@ -253,12 +266,13 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     float sq = 0.0f, ss = 0.0f;
 
     tc_in in;
-    tc_load<PROD>(p, t, valid, c_begin, grp, tid, in);
+    tc_load<PROD>(p, t, valid, c_begin, grp, tid, true, true, in);
     for (int64_t c = c_begin; c < c_end; ++c) {
+        const bool more = c + 1 < c_end;
         tc_produce<PROD>(p, t, valid, c, grp, coef, collapse, identity, in, sA + row * LDS, sq, ss);
         tc_store_b(in, tid, sB);
         __syncthreads();
-        if (c + 1 < c_end) tc_load<PROD>(p, t, valid, c + 1, grp, tid, in);
+        if (more) tc_load<PROD>(p, t, valid, c + 1, grp, tid, true, true, in);
         tc_mma(sA, sB, mt, kh, lane, acc);
         __syncthreads();
     }

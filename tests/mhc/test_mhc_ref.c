@@ -21,19 +21,20 @@ void test_plan_routing(th_ctx_t *t) {
                 const int64_t T = Ts[ti], H = Hs[hi];
                 dsv4_mhc_plan_t pl;
                 TH_OK(t, dsv4_mhc_plan(T, H, bc, DSV4_MHC_ROUTE_AUTO, &pl));
-                const int tiles = H % 1024 == 0;
+                const int tiles = H % 256 == 0;
                 const int want_small = tiles && T < 16;
                 TH_CHECK(t, pl.route == (want_small ? DSV4_MHC_ROUTE_SMALL_T : DSV4_MHC_ROUTE_TENSOR_CORE),
                          "T=%lld H=%lld bcast=%d: route %d", (long long)T, (long long)H, bc, (int)pl.route);
+                size_t flags = 0;
                 if (pl.route == DSV4_MHC_ROUTE_SMALL_T) {
-                    TH_CHECK(t, pl.splits == 8 && pl.tile_n == 6 && pl.threads == 128,
-                             "T=%lld H=%lld: geometry (%d, %d, %d), want (6, 8, 128)", (long long)T, (long long)H,
-                             (int)pl.tile_n, (int)pl.splits, (int)pl.threads);
-                    TH_CHECK(t, H / 8 % 128 == 0, "H=%lld: slice of %lld channels is not whole thread strides",
-                             (long long)H, (long long)(H / 8));
+                    TH_CHECK(t, pl.splits == H / 256 && pl.tile_n == 6 && pl.threads == 256,
+                             "T=%lld H=%lld: geometry (%d, %d, %d), want (6, H/256, 256)", (long long)T,
+                             (long long)H, (int)pl.tile_n, (int)pl.splits, (int)pl.threads);
                     const int64_t tpc = pl.tokens_per_cta;
-                    TH_CHECK(t, tpc == 1 || tpc == 2 || tpc == 4, "tokens_per_cta %lld", (long long)tpc);
-                    TH_CHECK(t, pl.ctas == (T + tpc - 1) / tpc * 4 * 8, "ctas %lld", (long long)pl.ctas);
+                    TH_CHECK(t, (tpc == 1 || tpc == 2 || tpc == 4 || tpc == 5) && (T + tpc - 1) / tpc <= 3,
+                             "tokens_per_cta %lld", (long long)tpc);
+                    TH_CHECK(t, pl.ctas == (T + tpc - 1) / tpc * 4 * pl.splits, "ctas %lld", (long long)pl.ctas);
+                    flags = ((size_t)T * 4 * (size_t)pl.splits * 4 + 255) / 256 * 256; /* completion flags */
                 } else {
                     const int64_t nchunks = H / (bc ? 128 : 32), nblk = (T + 63) / 64;
                     TH_CHECK(t, pl.splits >= 1 && pl.splits <= 64 && nchunks % pl.splits == 0,
@@ -42,23 +43,23 @@ void test_plan_routing(th_ctx_t *t) {
                     TH_CHECK(t, pl.ctas == nblk * pl.splits && pl.tokens_per_cta == 64 && pl.threads == 256,
                              "ctas %lld", (long long)pl.ctas);
                     /* enough CTAs when a split count allows it */
-                    if (nblk * 64 >= 512 && nchunks % 64 == 0)
-                        TH_CHECK(t, nblk * pl.splits >= 512, "T=%lld H=%lld: only %lld CTAs", (long long)T,
+                    if (nblk * 64 >= 256 && nchunks % 64 == 0)
+                        TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
                                  (long long)H, (long long)(nblk * pl.splits));
                 }
-                const size_t ws = (size_t)pl.splits * (size_t)T * 26 * 4;
+                const size_t ws = flags + (size_t)pl.splits * (size_t)T * 26 * 4;
                 TH_CHECK(t, pl.workspace_bytes >= ws && pl.workspace_bytes < ws + 256, "workspace %zu for %zu",
                          pl.workspace_bytes, ws);
             }
     /* spot values documented in docs/mhc.md */
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(8192, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 4 && pl.ctas == 512, "T=8192 H=5120: S=%d ctas=%lld", (int)pl.splits, (long long)pl.ctas);
+    TH_CHECK(t, pl.splits == 2 && pl.ctas == 256, "T=8192 H=5120: S=%d ctas=%lld", (int)pl.splits, (long long)pl.ctas);
     TH_OK(t, dsv4_mhc_plan(512, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 40, "T=512 H=5120: S=%d", (int)pl.splits);
+    TH_CHECK(t, pl.splits == 32 && pl.ctas == 256, "T=512 H=5120: S=%d", (int)pl.splits);
     TH_OK(t, dsv4_mhc_plan(12, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.tokens_per_cta == 4 && pl.ctas == 96, "T=12: tpc %d ctas %lld", (int)pl.tokens_per_cta,
-             (long long)pl.ctas);
+    TH_CHECK(t, pl.splits == 20 && pl.tokens_per_cta == 4 && pl.ctas == 240, "T=12: S=%d tpc %d ctas %lld",
+             (int)pl.splits, (int)pl.tokens_per_cta, (long long)pl.ctas);
     /* forced routes */
     TH_OK(t, dsv4_mhc_plan(8192, 5120, 0, DSV4_MHC_ROUTE_SMALL_T, &pl));
     TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_SMALL_T, "forced small-T at T=8192");
