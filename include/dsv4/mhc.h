@@ -70,10 +70,14 @@
  * ---------------------------------------------------------------------------------
  * Projection routes (spec/mhc.md section 6; dsv4_mhc_plan reports the choice)
  * ---------------------------------------------------------------------------------
- *   SMALL_T (auto for T < 16 when the geometry tiles H): a CUDA-core kernel, grid
- *     (ceil(T / tokens_per_cta), 24 / tile_n, split_k), geometry (tile_n, split_k, threads)
- *     = (6, 8, 128); it tiles H when H % 1024 == 0 (4096, 5120, 7168 all do). fp32 FMA:
- *     tolerance 1e-5. In a seam it projects the bf16-rounded post-apply values, the
+ *   SMALL_T (auto for T < 16 when the geometry tiles H): ONE kernel launch whose grid
+ *     holds the projection CTAs, geometry (tile_n, split_k, threads) = (6, H/256, 256)
+ *     (each thread owns one channel; it tiles H when H % 256 == 0: 4096, 5120, 7168 all
+ *     do; up to 5 tokens per CTA), plus one CTA per token for collapse/norm (V4.1 seam)
+ *     and one per token for the gates, which waits on per-producer completion flags in
+ *     the workspace (see dsv4_mhc_plan_t.workspace_bytes). fp32 FMA: tolerance 1e-5.
+ *     (The spec's reference geometry is (6, 8, 128); (6, H/256, 256) issues each
+ *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a seam it projects the bf16-rounded post-apply values, the
  *     stored R_new, like the tensor-core route (upstream projects the unrounded fp32
  *     values, which puts its gates up to ~3e-3 from the unfused pipeline; the plan's
  *     unrounded_input says which). The routes differ only in summation order; R_new
@@ -83,8 +87,8 @@
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits),
  *     fp32 accumulation: tolerance 1e-5 as on the FMA route. In a seam, post, collapse,
  *     sum of squares and projection run in one pass over the residual.
- *   Both write fp32 partials to the workspace; an epilogue kernel (one CTA per token)
- *   sums them in slice order and evaluates RMS, gates and Sinkhorn.
+ *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
+ *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (one CTA per token).
  *
  * Gate tolerances (numerics.md section 8): pre, post and comb within 1e-5 absolute of an
  * fp64 evaluation fed the kernel's own mix; sqrsum relative error <= 1e-5.
@@ -133,11 +137,15 @@ typedef struct dsv4_mhc_plan {
     int32_t tile_n;         /* SMALL_T: mix outputs per CTA (6); TENSOR_CORE: 24             */
     int32_t threads;        /* threads per CTA of the projection kernel                      */
     int32_t tokens_per_cta; /* tokens one projection CTA handles                             */
-    int64_t ctas;           /* CTAs of the projection kernel                                 */
+    int64_t ctas;           /* projection CTAs (SMALL_T's grid adds 2T or T more)           */
     int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
                                 rounding (upstream's small-T numerics); 0: the stored bf16
                                 values (this build, both routes)                            */
-    size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes            */
+    size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes; on
+                               SMALL_T preceded by T * 4 * S completion-flag words (rounded
+                               up to 256 bytes). The workspace may hold anything before the
+                               first call except the word 0x7FC04D48 at a flag position;
+                               every call leaves its flags at 0 (graph-safe, no memset)  */
 } dsv4_mhc_plan_t;
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when
