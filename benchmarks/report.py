@@ -55,6 +55,22 @@ def table(path, ceil, cases):
     return "\n".join(out)
 
 
+def compare_table(path, rows):
+    head = rows[0]
+    out = [
+        f"**PyTorch comparison** on {head['device']} (torch {head['torch']}), commit `{head['commit']}`, file "
+        f"`{path.relative_to(ROOT)}`: the same contract written as plain PyTorch ops, both called eagerly from "
+        f"Python and timed with CUDA events around each call ({head['timing']}).",
+        "",
+        "| op | case | torch us | libdsv4 us | speed-up | check | torch implementation |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        out.append(f'| {r["op"]} | {r["case"]} | {r["torch_us"]:.1f} | {r["dsv4_us"]:.1f} | {r["speedup"]:.1f}x | '
+                   f'{r["check"]}: {r["check_detail"]} | {r["torch_impl"]} |')
+    return "\n".join(out)
+
+
 def chart(path, ceil, cases):
     import matplotlib
 
@@ -92,6 +108,9 @@ def main():
     for path in sorted(RESULTS.glob("*.jsonl")):
         ceil, cases = load(path)
         if not ceil:
+            rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+            if rows and "torch_us" in rows[0]:
+                sections.append(compare_table(path, rows))
             continue
         sections.append(table(path, ceil, cases))
         if not args.no_charts and not args.check:

@@ -145,7 +145,9 @@ def test_seam(be, rng, variant, T):
 
 def test_plan():
     small = d.mhc_plan(6, 5120)
-    assert small["route"] == d.mhc.ROUTE_SMALL_T and small["splits"] == 8 and small["tile_n"] == 6
+    # include/dsv4/mhc.h: the small-T geometry (tile_n, split_k, threads) = (6, H/256, 256)
+    assert small["route"] == d.mhc.ROUTE_SMALL_T and small["tile_n"] == 6
+    assert small["splits"] == 5120 // 256 and small["threads"] == 256
     big = d.mhc_plan(64, 5120)
     assert big["route"] == d.mhc.ROUTE_TENSOR_CORE and big["workspace_bytes"] >= big["splits"] * 64 * 26 * 4
     assert d.mhc_plan(6, 5120, route=d.mhc.ROUTE_TENSOR_CORE)["route"] == d.mhc.ROUTE_TENSOR_CORE
