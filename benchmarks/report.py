@@ -113,9 +113,10 @@ def main():
                 sections.append(compare_table(path, rows))
             continue
         sections.append(table(path, ceil, cases))
-        if not args.no_charts and not args.check:
-            png = chart(path, ceil, cases)
-            if png:
+        if not args.no_charts:
+            # --check compares the text only: it links the committed chart without redrawing it.
+            png = path.with_suffix(".png") if args.check else chart(path, ceil, cases)
+            if png and png.exists():
                 sections.append(f"\n![{ceil['device']} results]({png.relative_to(ROOT)})")
     body = "\n\n".join(sections) if sections else "No GPU results committed yet."
     text = README.read_text()
