@@ -30,12 +30,7 @@
 /* ---- small helpers ------------------------------------------------------------------ */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return bench_rng_next(&rng_state); }
 static double rnd_normal(void) {
     double u1 = ((rnd() >> 11) + 1) * 0x1p-53, u2 = (rnd() >> 11) * 0x1p-53;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);

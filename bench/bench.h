@@ -71,6 +71,9 @@ typedef struct {
     int (*run)(bench_ctx_t *ctx, const char *op, const char *name);
 } bench_case_t;
 
+/* splitmix64: deterministic case inputs (the benchmark does not link the test harness). */
+uint64_t bench_rng_next(uint64_t *state);
+
 /* Device helpers for cases: allocation that reports failure instead of exiting. */
 void *bench_dev_alloc(size_t bytes);
 void bench_dev_free(void *p);

@@ -21,6 +21,13 @@ static void summarize(double *us, int n, bench_timing_t *out) {
     out->p90_us = us[(n - 1) - (n - 1) / 10];
 }
 
+uint64_t bench_rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 void *bench_dev_alloc(size_t bytes) {
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {

@@ -31,14 +31,8 @@
 #include "indices_bench.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
-uint64_t idxb_next(uint64_t *s) { /* splitmix64: deterministic inputs, no test harness here */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi) {
-    return lo + (int64_t)(idxb_next(s) % (uint64_t)(hi - lo + 1));
+    return lo + (int64_t)(bench_rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
 void *idxb_upload(const void *host, size_t bytes) {

@@ -6,7 +6,6 @@
 
 #include "bench.h"
 
-uint64_t idxb_next(uint64_t *s);
 int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi); /* uniform in [lo, hi] */
 void *idxb_upload(const void *host, size_t bytes);       /* device copy, NULL on failure */
 /* free() each host pointer and bench_dev_free() each device pointer (NULLs allowed). */

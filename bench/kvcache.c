@@ -27,21 +27,15 @@
 #include "dsv4/numerics.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 /* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
 static uint16_t rng_bf16(uint64_t *s) {
-    const uint64_t v = rng_next(s);
+    const uint64_t v = bench_rng_next(s);
     return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
 }
 static int64_t page_stride(int64_t P) { return (P * 584 + 575) / 576 * 576; }
 static void shuffle_i64(uint64_t *s, int64_t *a, int64_t n) {
     for (int64_t i = n - 1; i > 0; --i) {
-        const int64_t j = (int64_t)(rng_next(s) % (uint64_t)(i + 1)), x = a[i];
+        const int64_t j = (int64_t)(bench_rng_next(s) % (uint64_t)(i + 1)), x = a[i];
         a[i] = a[j], a[j] = x;
     }
 }
@@ -125,7 +119,7 @@ static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h
     uint8_t *cache = malloc(cbytes);
     for (size_t i = 0; i < cbytes; ++i) {
         const int64_t in = (int64_t)(i % (size_t)h->d.page_stride_bytes);
-        uint8_t b = (uint8_t)rng_next(s);
+        uint8_t b = (uint8_t)bench_rng_next(s);
         if (in < c->P * 576 && in % 576 < 448 && (b & 0x7F) == 0x7F) b ^= 1; /* no NaN codes */
         if (in >= c->P * 576) b = (uint8_t)(115 + b % 21);                  /* scales */
         cache[i] = b;
