@@ -52,6 +52,9 @@ dsv4_status_t bench_time_warm(bench_ctx_t *ctx, bench_launch_fn fn, void *state,
  * the event pair over several launches, as a serving engine's stream of kernels does. */
 dsv4_status_t bench_time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, void *const *states, int nstates, int per_rep,
                                  bench_timing_t *out);
+/* One run for a --check: launch, then wait for the case's stream so that its errors
+ * surface here. 0 on success; on failure prints the library's message. */
+int bench_run_once(bench_ctx_t *ctx, bench_launch_fn fn, void *state);
 /* Host timing of a CPU function (the no-GPU path), median of `reps`. */
 void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
 

@@ -88,6 +88,13 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *const
     return st;
 }
 
+int bench_run_once(bench_ctx_t *ctx, bench_launch_fn fn, void *state) {
+    if (fn(ctx, state) == DSV4_STATUS_SUCCESS && cudaStreamSynchronize((cudaStream_t)ctx->stream) == cudaSuccess)
+        return 0;
+    printf("bench: checked run failed: %s\n", dsv4_last_error());
+    return -1;
+}
+
 dsv4_status_t bench_time(bench_ctx_t *ctx, bench_launch_fn fn, void *state, bench_timing_t *out) {
     return time_reps(ctx, fn, &state, 1, 1, 1, out);
 }

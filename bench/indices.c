@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
 
 #include "bench.h"
 #include "indices_bench.h"
@@ -49,7 +48,6 @@ void idxb_free_all(const void *const host[], int n_host, const void *const dev[]
     for (int i = 0; i < n_dev; ++i) bench_dev_free((void *)dev[i]);
 }
 
-int idxb_sync(bench_ctx_t *ctx) { return cudaStreamSynchronize((cudaStream_t)ctx->stream) == cudaSuccess ? 0 : -1; }
 
 int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t n) {
     for (size_t i = 0; i < n; ++i)
@@ -183,7 +181,7 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
         const char *check = "skipped";
         if (ctx->check) {
             int32_t *got = malloc((size_t)(Tn * C) * 4), *got_l = malloc((size_t)Tn * 4);
-            ok = ok && cmb_launch(ctx, &s) == DSV4_STATUS_SUCCESS && !idxb_sync(ctx) &&
+            ok = ok && !bench_run_once(ctx, cmb_launch, &s) &&
                  !bench_download(got, dev.combined, (size_t)(Tn * C) * 4) &&
                  !bench_download(got_l, dev.combined_lens, (size_t)Tn * 4) &&
                  idxb_same("combined", got, ref, (size_t)(Tn * C)) && idxb_same("lens", got_l, ref_l, (size_t)Tn);

@@ -12,7 +12,6 @@ void *idxb_upload(const void *host, size_t bytes);       /* device copy, NULL on
 void idxb_free_all(const void *const host[], int n_host, const void *const dev[], int n_dev);
 /* Waits for ctx->stream (non-blocking: downloads on the legacy stream do not wait for it);
  * 0 on success. */
-int idxb_sync(bench_ctx_t *ctx);
 int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t n);
 /* bench_report with the write floor, its ratio and the launch comparison in the config. */
 void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char *shape, const bench_timing_t *tm,

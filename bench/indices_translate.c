@@ -159,14 +159,14 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
         if (!packed) {
             dsv4_topk_translate_args_t a = {s.topk, s.t2r, s.table, s.valid, want, wl};
             ok = dsv4_topk_translate_ref(&s.d, &a) == DSV4_STATUS_SUCCESS &&
-                 tt_launch(ctx, &s) == DSV4_STATUS_SUCCESS && !idxb_sync(ctx) &&
+                 !bench_run_once(ctx, tt_launch, &s) &&
                  !bench_download(got, s.dev.global_indices, (size_t)(T * K) * 4) &&
                  !bench_download(gl, s.dev.lens, (size_t)T * 4) && idxb_same("global", got, want, (size_t)(T * K)) &&
                  idxb_same("lens", gl, wl, (size_t)T);
         } else {
             dsv4_topk_translate_packed_args_t a = {s.topk, s.t2r, s.table, s.valid, wl, wi, want};
             ok = dsv4_topk_translate_packed_ref(&s.d, &a) == DSV4_STATUS_SUCCESS &&
-                 tt_launch_packed(ctx, &s) == DSV4_STATUS_SUCCESS && !idxb_sync(ctx) &&
+                 !bench_run_once(ctx, tt_launch_packed, &s) &&
                  !bench_download(got, s.pdev.packed, (size_t)s.valid_total * 4) &&
                  !bench_download(gl, s.pdev.lens, (size_t)T * 4) &&
                  !bench_download(gi, s.pdev.indptr, (size_t)(T + 1) * 4) &&
@@ -284,7 +284,7 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
     const char *check = "skipped";
     if (ctx->check) {
         int32_t *got = malloc((size_t)(T * 128) * 4), *gl = malloc((size_t)T * 4);
-        ok = ok && dsw_launch(ctx, &s) == DSV4_STATUS_SUCCESS && !idxb_sync(ctx) &&
+        ok = ok && !bench_run_once(ctx, dsw_launch, &s) &&
              !bench_download(got, dev.swa_indices, (size_t)(T * 128) * 4) &&
              !bench_download(gl, dev.swa_lens, (size_t)T * 4) &&
              idxb_same("swa_indices", got, s.h.swa_indices, (size_t)(T * 128)) &&

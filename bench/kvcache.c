@@ -47,12 +47,6 @@ static int64_t *shuffled_pages(uint64_t *s, int64_t n) {
     return p;
 }
 static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
-/* One checked run: launch, wait for the case's stream (downloads use the legacy stream). */
-static int launch_once(bench_ctx_t *ctx, bench_launch_fn fn, void *st, const char *name) {
-    if (fn(ctx, st) == DSV4_STATUS_SUCCESS && cudaStreamSynchronize((cudaStream_t)ctx->stream) == cudaSuccess) return 0;
-    printf("kvcache bench: %s failed: %s\n", name, dsv4_last_error());
-    return 1;
-}
 
 /* Times `fn` back to back over three copies of `state` (bench_time_rotated): the device
  * buffers whose pointers sit at byte offsets off[0] and off[1] of the state struct (sizes
@@ -178,7 +172,7 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
         int ok = 1;
         if (ctx->check) {
             uint16_t *got = malloc(obytes);
-            ok = !launch_once(ctx, gather_launch, &dv, name) && !bench_download(got, dout, obytes);
+            ok = !bench_run_once(ctx, gather_launch, &dv) && !bench_download(got, dout, obytes);
             dsv4_kv_gather_ref(&h.d, &h.a);
             ok = ok && !memcmp(got, h.a.out, obytes);
             free(got);
@@ -272,7 +266,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         int ok = 1;
         if (ctx->check) {
             uint8_t *got = malloc(cbytes);
-            ok = !launch_once(ctx, insert_launch, &dv, name) && !bench_download(got, dc, cbytes);
+            ok = !bench_run_once(ctx, insert_launch, &dv) && !bench_download(got, dc, cbytes);
             dsv4_kv_insert_ref(&h.d, &h.a);
             ok = ok && !memcmp(got, h.a.cache, cbytes);
             free(got);
@@ -439,7 +433,7 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint16_t *got_q = malloc(qb);
             uint8_t *got_c = malloc(cb);
-            ok = !launch_once(ctx, swa_launch, &dv, name) && !bench_download(got_q, dq, qb) &&
+            ok = !bench_run_once(ctx, swa_launch, &dv) && !bench_download(got_q, dq, qb) &&
                  !bench_download(got_c, dc, cb);
             ok = ok && swa_check_q(&h, h.a.q, got_q);
             swa_ref_cache(&h, h.a.cache);

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
 
 #include "idx_test.h"
 
@@ -29,10 +28,7 @@ idx_dev_t idx_dev_in(const void *host, size_t bytes, size_t off, const char *wha
 
 idx_dev_t idx_dev_out(size_t bytes, size_t off, const char *what) {
     idx_dev_t d = dev_make(bytes, off, NULL, what);
-    th_buf_poison(&d.buf, IDX_POISON);
-    /* cudaMemset is asynchronous on the legacy stream, which a non-blocking stream does not
-     * wait for: finish the poison before any kernel can write the buffer. */
-    cudaDeviceSynchronize();
+    th_buf_poison(&d.buf, IDX_POISON); /* returns after the memset completes */
     return d;
 }
 
