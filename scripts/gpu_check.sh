@@ -6,7 +6,9 @@
 #
 #   scripts/gpu_check.sh OUTDIR [bench args...]
 # Environment: DSV4_TESTS=0 skips the test suite; DSV4_SANITIZE=0 skips the sanitizer pass;
-# DSV4_SANITIZER_EXCLUDE names a test substring to leave out of the sanitizer runs;
+# DSV4_SANITIZER_EXCLUDE names test substrings (comma-separated) to leave out of the sanitizer
+# runs, DSV4_SANITIZE_ONLY the test binaries to run under it (space-separated names, default
+# all), DSV4_SANITIZE_TIMEOUT a limit in seconds for each sanitizer job;
 # DSV4_BENCH=0 skips the benchmark; DSV4_PYTHON=0 skips the Python binding's tests and the
 # PyTorch comparison (they run where python3 has torch and pytest).
 set -u
@@ -42,22 +44,35 @@ grep -hE "^\s+(all 2|e4m3 vs|device 0|[0-9]+ differences)" "$out/ctest.log" | te
 fi
 
 if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
+  step "compute-sanitizer memcheck + racecheck (parallel jobs, ${DSV4_SANITIZE_TIMEOUT:-none} s each)"
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-  for tool in memcheck racecheck; do
-    step "compute-sanitizer $tool"
-    if [ -z "$san" ]; then echo "compute-sanitizer not found" | tee -a "$out/summary.txt"; status=1; continue; fi
-    for t in $(find "$DSV4_BUILD_DIR/tests" -type f -name 'test_*' -perm -u+x | sort); do
-      log="$out/sanitizer-$tool.log"
-      echo "--- $t" >>"$log"
-      DSV4_TEST_EXCLUDE=${DSV4_SANITIZER_EXCLUDE:-} "$san" --tool "$tool" --error-exitcode 99 \
-        "$t" --gpu-only >>"$log" 2>&1
-      rc=$?
-      case $rc in
-        0) r=clean ;; 77) r=skipped ;; 99) r="ERRORS"; status=1 ;; *) r="FAILED (rc $rc)"; status=1 ;;
-      esac
-      echo "$tool $(basename "$t"): $r" | tee -a "$out/summary.txt"
+  if [ -z "$san" ]; then
+    echo "compute-sanitizer not found" | tee -a "$out/summary.txt"; status=1
+  else
+    # One job per (tool, test binary), all at once: each is mostly CPU-bound (references,
+    # sanitizer bookkeeping), so running them side by side divides the wall time.
+    mkdir -p "$out/sanitizer"
+    tmo=${DSV4_SANITIZE_TIMEOUT:+timeout -k 5 $DSV4_SANITIZE_TIMEOUT}
+    pids=()
+    for tool in memcheck racecheck; do
+      for t in $(find "$DSV4_BUILD_DIR/tests" -type f -name 'test_*' -perm -u+x | sort); do
+        case " ${DSV4_SANITIZE_ONLY:-$(basename "$t")} " in *" $(basename "$t") "*) ;; *) continue ;; esac
+        log="$out/sanitizer/$tool-$(basename "$t").log"
+        ( DSV4_TEST_EXCLUDE=${DSV4_SANITIZER_EXCLUDE:-} $tmo "$san" --tool "$tool" --error-exitcode 99 \
+            "$t" --gpu-only >"$log" 2>&1; echo $? >"$log.rc" ) &
+        pids+=($!)
+      done
     done
-  done
+    wait "${pids[@]}"
+    for rcf in "$out"/sanitizer/*.rc; do
+      rc=$(cat "$rcf")
+      case $rc in
+        0) r=clean ;; 77) r=skipped ;; 99) r="ERRORS"; status=1 ;; 124|137) r="TIMED OUT"; status=1 ;; *) r="FAILED (rc $rc)"; status=1 ;;
+      esac
+      name=$(basename "$rcf" .log.rc)
+      echo "$name: $r ($(grep -h "^summary:" "${rcf%.rc}" | tail -1); $(grep -h "ERROR SUMMARY" "${rcf%.rc}" | tail -1))" | tee -a "$out/summary.txt"
+    done
+  fi
 fi
 
 if [ "${DSV4_BENCH:-1}" != 0 ]; then

@@ -66,7 +66,23 @@ void th_note(th_ctx_t *t, const char *fmt, ...) {
 }
 
 static void usage(const char *prog) {
-    printf("usage: %s [--seed N] [--filter SUBSTR] [--exclude SUBSTR] [--cpu-only | --gpu-only] [--list]\n", prog);
+    printf("usage: %s [--seed N] [--filter SUBSTR] [--exclude SUBSTR[,SUBSTR...]] [--cpu-only | --gpu-only] [--list]\n", prog);
+}
+
+/* --exclude / DSV4_TEST_EXCLUDE: comma-separated substrings; a test matching any is left out. */
+static int excluded(const char *name, const char *list) {
+    if (!list) return 0;
+    char buf[256];
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && len < sizeof buf) {
+            memcpy(buf, p, len);
+            buf[len] = 0;
+            if (strstr(name, buf)) return 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
 }
 
 int th_main(int argc, char **argv, const th_test_t *tests, int n) {
@@ -106,7 +122,7 @@ int th_main(int argc, char **argv, const th_test_t *tests, int n) {
     for (int i = 0; i < n; ++i) {
         const th_test_t *tc = &tests[i];
         if (filter && !strstr(tc->name, filter)) continue;
-        if (exclude && *exclude && strstr(tc->name, exclude)) continue;
+        if (excluded(tc->name, exclude)) continue;
         if ((cpu_only && tc->needs_gpu) || (gpu_only && !tc->needs_gpu)) continue;
         th_ctx_t ctx;
         memset(&ctx, 0, sizeof ctx);
