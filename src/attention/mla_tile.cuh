@@ -16,15 +16,17 @@
  *
  * Per tile (three barriers; decode adds one for its dequantization pass):
  *   [A] wait for the tile's cp.async group, barrier; issue the next tile's copies into
- *       the other buffer (one tile of lookahead); decode: dequantize fp8 -> bf16 tile,
- *       barrier.
+ *       the other buffer (one tile of lookahead) and prefetch the rows PF tiles ahead
+ *       into L2, both with ids that arrived by cp.async with the previous tile (no
+ *       global load on the critical path); decode: dequantize fp8 -> bf16 tile, barrier.
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
  *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
  *       dot), tile max over valid keys, m' = max(m, tile max), alpha = e^(m - m'),
  *       p = e^(s - m') (0 for invalid keys), l = l*alpha + sum p (fp32; butterfly sums
  *       give every lane the same bits); p -> bf16 into Ps, alpha -> smem, barrier.
- *   [D] PV: O = O * alpha + Ps * K (ldmatrix of Ps as A, ldmatrix.trans of K as B).
+ *   [D] PV: O = O * alpha + Ps * K (ldmatrix of Ps as A, ldmatrix.trans of K as B);
+ *       the rescale is skipped when alpha is 1 for all 16 rows of an m tile (exact).
  * The barriers also order the reuse of Sp, Ps and the K/raw buffers (a warp reaches
  * [B] of tile i+1 only after every warp has left [D] of tile i).
  *
@@ -78,32 +80,33 @@ template <class C> struct MlaSmemCommon {
     float m[C::HC];
     float l[C::HC];
     int meta[2][MLA_N];                 /* per key: bit 0 valid, bit 1 decode scale half */
+    int cid[2][MLA_N];                  /* row ids of the next tile to copy, by tile parity */
+    int pid[2][MLA_N];                  /* row ids of the next tile to prefetch into L2     */
 };
 
-/* Which CTA this is and which keys it walks: list L, positions [begin, begin + count). */
+/* Which keys this CTA walks: list L, positions [begin, begin + count); t, split and
+ * head_cta live here too (shared memory: registers are the scarce resource). */
 struct MlaWork {
-    int t, s, hg;
+    int t, split, head_cta;
     int begin[2], count[2];
     int n;
 };
 
-static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int head_groups) {
+static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int t, int s, int head_cta) {
     MlaWork w;
-    const int bx = (int)blockIdx.x;
-    w.hg = bx % head_groups;
-    const int rest = bx / head_groups;
-    w.s = rest % p.num_splits;
-    w.t = rest / p.num_splits;
+    w.t = t;
+    w.split = s;
+    w.head_cta = head_cta;
     w.n = 0;
 #pragma unroll
     for (int L = 0; L < 2; ++L) {
         w.begin[L] = 0;
         w.count[L] = 0;
         if (L < p.num_lists) {
-            int len = p.list[L].lens[w.t];
+            int len = p.list[L].lens[t];
             len = len < 0 ? 0 : (len > (int)p.list[L].width ? (int)p.list[L].width : len);
             const int c = (len + p.num_splits - 1) / p.num_splits;
-            const int b = min(w.s * c, len);
+            const int b = min(s * c, len);
             w.begin[L] = b;
             w.count[L] = min(b + c, len) - b;
         }
@@ -112,29 +115,56 @@ static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int he
     return w;
 }
 
-/* The id behind virtual key j of this CTA (main list first, then extra); -1 past the end. */
-static __device__ __forceinline__ int mla_key_id(const mla_params_t &p, const MlaWork &w, int j, int &list) {
-    list = j < w.count[0] ? 0 : 1;
-    if (j >= w.n) return -1;
+/* Where the id behind virtual key j of this CTA lives (main list first, then extra);
+ * NULL past the end. */
+static __device__ __forceinline__ const int32_t *mla_key_src(const mla_params_t &p, const MlaWork &w, int j) {
+    if (j >= w.n) return NULL;
+    const int list = j < w.count[0] ? 0 : 1;
     const int pos = list == 0 ? w.begin[0] + j : w.begin[1] + (j - w.count[0]);
     const mla_list_params_t &L = p.list[list];
-    return __ldg(L.ids + (int64_t)w.t * L.stride + pos);
+    return L.ids + (int64_t)w.t * L.stride + pos;
+}
+/* The id itself; -1 past the end. */
+static __device__ __forceinline__ int mla_key_id(const mla_params_t &p, const MlaWork &w, int j) {
+    const int32_t *src = mla_key_src(p, w, j);
+    return src ? __ldg(src) : -1;
+}
+/* The id of key j into shared memory by cp.async (it lands with the caller's next
+ * commit group), -1 past the end: an id fetched a tile early waits in shared memory,
+ * not in a register, and its load is off the critical path. */
+static __device__ __forceinline__ void mla_key_id_async(const mla_params_t &p, const MlaWork &w, int j, int *dst) {
+    const int32_t *src = mla_key_src(p, w, j);
+    if (src) dsv4_cp_async_4(dst, src);
+    else *dst = -1;
 }
 
-/* The key row a producer thread fills in tile `tile`: TPR threads per row, each taking
- * the 16-byte chunks part, part + TPR, ...; the id behind the row and whether it is valid
- * (0 <= id < num_valid of its own list). */
+/* The CTA's id ranges into L2 up front, so the ids fetched per tile never wait on DRAM. */
+template <class C> static __device__ __forceinline__ void mla_prefetch_ids(const mla_params_t &p, const MlaWork &w) {
+#pragma unroll
+    for (int L = 0; L < 2; ++L) {
+        if (w.count[L] == 0) continue;
+        const char *a = (const char *)(p.list[L].ids + (int64_t)w.t * p.list[L].stride + w.begin[L]);
+        const int bytes = 4 * w.count[L];
+        for (int off = 128 * (int)threadIdx.x; off < bytes + 127; off += 128 * C::THREADS)
+            dsv4_prefetch_l2(a + min(off, bytes - 1)); /* stays inside the range */
+    }
+}
+
+/* The key row a producer thread serves in tile `tile` (TPR threads per row, each taking
+ * the 16-byte chunks part, part + TPR, ...), its id (fetched earlier) and whether it is
+ * valid (0 <= id < num_valid of its own list). */
 struct MlaRowJob {
     int row, part, list, id;
     bool valid;
 };
 template <class C>
-static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile) {
+static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile, int id) {
     MlaRowJob r;
     r.row = threadIdx.x / C::TPR;
     r.part = threadIdx.x % C::TPR;
-    r.id = mla_key_id(p, w, tile * C::N + r.row, r.list);
-    r.valid = r.id >= 0 && (int64_t)r.id < p.list[r.list].num_valid;
+    r.list = tile * C::N + r.row < w.count[0] ? 0 : 1;
+    r.id = id;
+    r.valid = id >= 0 && (int64_t)id < p.list[r.list].num_valid;
     return r;
 }
 
@@ -230,12 +260,16 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt) {
         const float a0 = sm.alpha[hw + 16 * mt + g], a1 = sm.alpha[hw + 16 * mt + g + 8];
+        /* Once the running max settles most tiles leave it alone: skip the 4 * NBO
+         * multiplies by exactly 1 (a warp-uniform branch). */
+        if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
 #pragma unroll
-        for (int nb = 0; nb < C::NBO; ++nb) {
-            o[mt][nb][0] *= a0;
-            o[mt][nb][1] *= a0;
-            o[mt][nb][2] *= a1;
-            o[mt][nb][3] *= a1;
+            for (int nb = 0; nb < C::NBO; ++nb) {
+                o[mt][nb][0] *= a0;
+                o[mt][nb][1] *= a0;
+                o[mt][nb][2] *= a1;
+                o[mt][nb][3] *= a1;
+            }
         }
     }
 #pragma unroll
@@ -262,33 +296,39 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 
 /*
  * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with a member `c` of
- * MlaSmemCommon<C>), issue() (cp.async the rows of a tile into buffer `buf` and set
- * meta[buf]) and tile() (make the bf16 K tile of buffer `buf` ready and return it).
+ * MlaSmemCommon<C>), issue() (cp.async a row job's chunks into buffer `buf` and set
+ * meta[buf]), prefetch() (the job's row into L2) and tile() (make the bf16 K tile of
+ * buffer `buf` ready and return it).
  */
 template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
     __shared__ __align__(16) typename Prod::Smem sm;
+    __shared__ MlaWork w;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
     const int wd = warp % C::WD, hw = (warp / C::WD) * 16 * C::MT, dim0 = wd * C::DW;
-    /* The work description lives in shared memory: registers are the scarce resource. */
-    __shared__ MlaWork w;
-    if (tid == 0) w = mla_work(p, p.num_heads / C::HC);
-    __syncthreads();
-    const int head_cta = w.hg * C::HC;
-
-    /* Q slice as A fragments: a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
+    {
+        const int head_groups = p.num_heads / C::HC, rest = (int)blockIdx.x / head_groups;
+        if (tid == 0)
+            w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
+    }
+    /* Q slice as A fragments, loaded before the barrier (independent of the lists).
+     * a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
     uint32_t qf[C::MT][C::KS][4];
-    const uint16_t *qt = p.q + (int64_t)w.t * p.q_st;
+    {
+        const int head_groups = p.num_heads / C::HC;
+        const int t = (int)blockIdx.x / head_groups / p.num_splits, head_cta = ((int)blockIdx.x % head_groups) * C::HC;
+        const uint16_t *qt = p.q + (int64_t)t * p.q_st;
 #pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt) {
-        const uint16_t *r0 = qt + (int64_t)(head_cta + hw + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
-        const uint16_t *r1 = r0 + 8 * p.q_sh;
+        for (int mt = 0; mt < C::MT; ++mt) {
+            const uint16_t *r0 = qt + (int64_t)(head_cta + hw + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
+            const uint16_t *r1 = r0 + 8 * p.q_sh;
 #pragma unroll
-        for (int ks = 0; ks < C::KS; ++ks) {
-            qf[mt][ks][0] = mla_ld_u32(r0 + 16 * ks);
-            qf[mt][ks][1] = mla_ld_u32(r1 + 16 * ks);
-            qf[mt][ks][2] = mla_ld_u32(r0 + 16 * ks + 8);
-            qf[mt][ks][3] = mla_ld_u32(r1 + 16 * ks + 8);
+            for (int ks = 0; ks < C::KS; ++ks) {
+                qf[mt][ks][0] = mla_ld_u32(r0 + 16 * ks);
+                qf[mt][ks][1] = mla_ld_u32(r1 + 16 * ks);
+                qf[mt][ks][2] = mla_ld_u32(r0 + 16 * ks + 8);
+                qf[mt][ks][3] = mla_ld_u32(r1 + 16 * ks + 8);
+            }
         }
     }
     float o[C::MT][C::NBO][4];
@@ -303,27 +343,60 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         sm.c.m[tid] = -FLT_MAX;
         sm.c.l[tid] = 0.0f;
     }
-    const int ntiles = (w.n + C::N - 1) / C::N;
-    if (ntiles > 0) Prod::template issue<C>(p, w, 0, 0, sm);
+    __syncthreads();
+    /* L2 prefetch of the ids and rows ahead; not in the 8-warp config: at its 128-register
+     * cap it spills on sm_90, and its 16 resident warps per SM hide more latency anyway. */
+    constexpr int PF = C::NW > 4 ? 0 : MLA_PREFETCH_TILES;
+    if (PF > 0) mla_prefetch_ids<C>(p, w);
+
+    /* Prologue: tiles 0 and 1 into the two buffers at once (a short split waits for one
+     * round trip, not two), tiles 2 .. PF-1 into L2; the ids of tile 2 (copied at
+     * iteration 1) and of tile PF (prefetched at iteration 0) travel with tile 0.
+     * Iteration i then copies tile i+1 and prefetches tile i+PF with ids that arrived
+     * with the previous tile (cid[(i+1)&1], pid[i&1]) and fetches those of tiles i+2
+     * and i+PF+1 the same way. Each ring slot is rewritten only after barrier [A] of the
+     * iteration after its readers'. */
+    const int ntiles = (w.n + C::N - 1) / C::N, krow = tid / C::TPR;
+    const bool id_keeper = tid % C::TPR == 0;
+    if (ntiles > 0) Prod::template issue<C>(p, mla_row_job<C>(p, w, 0, mla_key_id(p, w, krow)), 0, sm);
+    if (id_keeper) {
+        mla_key_id_async(p, w, 2 * C::N + krow, &sm.c.cid[0][krow]);
+        if (PF > 0) mla_key_id_async(p, w, PF * C::N + krow, &sm.c.pid[0][krow]);
+    }
     dsv4_cp_async_commit();
+    if (ntiles > 1) Prod::template issue<C>(p, mla_row_job<C>(p, w, 1, mla_key_id(p, w, C::N + krow)), 1, sm);
+    dsv4_cp_async_commit();
+#pragma unroll
+    for (int j = 2; j < PF; ++j)
+        if (j < ntiles) Prod::template prefetch<C>(p, mla_row_job<C>(p, w, j, mla_key_id(p, w, j * C::N + krow)));
+
     for (int i = 0; i < ntiles; ++i) {
         const int buf = i & 1;
-        dsv4_cp_async_wait<0>();
-        __syncthreads();
-        if (i + 1 < ntiles) Prod::template issue<C>(p, w, i + 1, buf ^ 1, sm);
+        if (i == 0) dsv4_cp_async_wait<1>(); /* tile 1 may stay in flight */
+        else dsv4_cp_async_wait<0>();
+        __syncthreads(); /* [A] */
+        if (i >= 1 && i + 1 < ntiles)
+            Prod::template issue<C>(p, mla_row_job<C>(p, w, i + 1, sm.c.cid[buf ^ 1][krow]), buf ^ 1, sm);
+        if (PF > 0 && i + PF < ntiles)
+            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, i + PF, sm.c.pid[buf][krow]));
+        if (id_keeper) {
+            if (i >= 1) mla_key_id_async(p, w, (i + 2) * C::N + krow, &sm.c.cid[buf][krow]);
+            if (PF > 0) mla_key_id_async(p, w, (i + PF + 1) * C::N + krow, &sm.c.pid[buf ^ 1][krow]);
+        }
         dsv4_cp_async_commit();
         const uint16_t *kt = Prod::template tile<C>(sm, buf);
         mla_qk<C>(qf, kt, sm.c.sp[wd], hw, dim0, lane);
-        __syncthreads();
+        __syncthreads(); /* [B] */
         mla_softmax_rows<C>(sm.c, buf, p.scale);
-        __syncthreads();
+        __syncthreads(); /* [C] */
         mla_pv<C>(o, kt, sm.c, hw, dim0, lane);
     }
 
     /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
      * or the initial values); then partials or the final bf16 rows. */
     __syncthreads();
-    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.s) * p.num_heads + head_cta;
+    const int head_cta = w.head_cta;
+    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
     if (p.part_acc && tid < C::HC) {
         p.part_m[part_row0 + tid] = sm.c.m[tid];
         p.part_l[part_row0 + tid] = sm.c.l[tid];

@@ -9,7 +9,7 @@
  *   Sp  partial scores   WD * HC * (N + 4) * 4     (row pad: fewer bank conflicts)
  *   Ps  bf16 p           HC * (N + 8) * 2          (48-byte rows: conflict-free ldmatrix)
  *   alpha, m, l          3 * HC * 4
- *   meta (per key flags) 2 * N * 4
+ *   meta, ids            6 * N * 4                 (flags; ids of the next copy and prefetch)
  *   prefill: K tiles     2 * N * 1040              (bf16 rows of 520: conflict-free ldmatrix)
  *   decode:  raw records 2 * N * 592 + K tile N * 1040
  * All of it is static shared memory, so the ptxas gate and dsv4_launch_prepare see it;
@@ -25,6 +25,12 @@
 #define MLA_RAW_ROW 592  /* bytes per staged fp8 record: 576 data + 16 scale chunk */
 #define MLA_SSTR (MLA_N + 4)
 #define MLA_PSTR (MLA_N + 8)
+/* Rows are prefetched into L2 this many tiles before their tile is computed (the
+ * cp.async runs one tile ahead, shared memory has no room for more stages): decode's
+ * random slots are DRAM reads (~1-2 us under load, several tiles). 0 turns it off. */
+#ifndef MLA_PREFETCH_TILES
+#define MLA_PREFETCH_TILES 4
+#endif
 
 /* Config table: id -> HC, MT, WD. Keep in sync with the kernel instantiations. */
 #define MLA_CFG_HC(id) ((id) == 1 ? 16 : 32)
@@ -32,7 +38,7 @@
 #define MLA_CFG_WD(id) 4
 #define MLA_CFG_WARPS(id) (MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 
-#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
+#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 6 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2)
 #define MLA_SMEM_DECODE(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_RAW_ROW + MLA_N * MLA_KSTR * 2)
 

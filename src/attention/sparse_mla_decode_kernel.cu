@@ -9,10 +9,13 @@
  * half (pos & 1) (in bounds: the page is >= P*584 bytes and a multiple of 16). 37
  * cp.async chunks per row into a double-buffered raw stage (2 x 16 x 592 B); invalid
  * slots (outside [0, num_pages*P) of their own cache, padding, past the split) are
- * zero-filled and flagged. After the tile lands, one pass dequantizes it into the bf16
- * K tile, once per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by shift
- * (prim/fp8.cuh, exact), NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at enc
- * 255) replaced by 0 as upstream. Grid: T * S * H/HC CTAs.
+ * zero-filled and flagged. Rows PF tiles ahead are prefetched into L2 (the 5 lines of
+ * the record and its scale line): the slots are random, so nearly every record is a
+ * DRAM read. After the tile lands, one pass dequantizes it into the bf16 K tile, once
+ * per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by shift (prim/fp8.cuh,
+ * exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at enc 255) read as 0 as
+ * upstream (NaN codes are zeroed before decoding, the rest scrubbed only where they can
+ * occur). Grid: T * S * H/HC CTAs.
  *
  * Merge (spec/sparse-mla.md section 5): one CTA of 128 threads per (token, head), 4
  * dims per thread; the S (m, l) pairs go through shared memory, the acc rows are read
@@ -32,6 +35,16 @@ static __device__ __forceinline__ uint32_t mla_scrub_nan(uint32_t v) {
     return v & ~__vcmpgtu2(v & 0x7FFF7FFFu, 0x7F807F80u);
 }
 
+/* The e4m3 NaN codes 0x7F / 0xFF of a word of four -> 0x00, which dequantizes to +0:
+ * the bits upstream's NaN scrub gives, at a third of prim/fp8.cuh's NaN patch + scrub.
+ * y = ~b & 0x7F is 0 exactly for those bytes, and y + 0x7F sets bit 7 exactly when
+ * y != 0 (no carry leaves a byte: y <= 0x7F). */
+static __device__ __forceinline__ uint32_t mla_zero_nan_codes(uint32_t w) {
+    const uint32_t y = ~w & 0x7F7F7F7Fu;
+    const uint32_t nan = ~(y + 0x7F7F7F7Fu) & 0x80808080u; /* bit 7 of each NaN byte */
+    return w & ~((nan >> 7) * 0xFFu);
+}
+
 struct MlaDecodeProd {
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
@@ -39,28 +52,43 @@ struct MlaDecodeProd {
         MlaSmemCommon<C> c;
     };
 
-    template <class C>
-    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaWork &w, int tile, int buf,
-                                                 SmemT<C> &sm) {
-        const MlaRowJob r = mla_row_job<C>(p, w, tile);
+    /* Where a valid job's record lives: its 576 data bytes, its scale chunk, and which
+     * half of the chunk holds its 8 scale bytes. */
+    struct Rec {
+        const uint8_t *data, *scales;
+        int half;
+    };
+    static __device__ __forceinline__ Rec record(const mla_params_t &p, const MlaRowJob &r) {
         const mla_list_params_t &L = p.list[r.list];
-        const int id = r.id;
-        const uint8_t *data = L.base, *scales = L.base;
-        int half = 0;
-        if (r.valid) {
-            /* 32-bit division: ids are non-negative int32 and P <= 2^20 (checked on the host). */
-            const uint32_t P = (uint32_t)L.page_tokens, page = (uint32_t)id / P, pos = (uint32_t)id - page * P;
-            const uint8_t *base = L.base + (int64_t)page * L.row_bytes;
-            data = base + pos * 576u;
-            scales = base + P * 576u + (pos & ~1u) * 8u;
-            half = (int)(pos & 1u);
-        }
+        /* 32-bit division: ids are non-negative int32 and P <= 2^20 (checked on the host). */
+        const uint32_t P = (uint32_t)L.page_tokens, page = (uint32_t)r.id / P, pos = (uint32_t)r.id - page * P;
+        const uint8_t *base = L.base + (int64_t)page * L.row_bytes;
+        Rec rec;
+        rec.data = base + pos * 576u;
+        rec.scales = base + P * 576u + (pos & ~1u) * 8u;
+        rec.half = (int)(pos & 1u);
+        return rec;
+    }
+
+    template <class C>
+    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm) {
+        Rec rec = {p.list[r.list].base, p.list[r.list].base, 0}; /* zero-fill source: mapped, never read */
+        if (r.valid) rec = record(p, r);
 #pragma unroll
         for (int c = r.part; c < 37; c += C::TPR) {
-            const uint8_t *src = c < 36 ? data + 16 * c : scales;
+            const uint8_t *src = c < 36 ? rec.data + 16 * c : rec.scales;
             dsv4_cp_async_16_zfill(&sm.raw[buf][r.row][16 * c], src, r.valid);
         }
-        if (r.part == 0) sm.c.meta[buf][r.row] = (r.valid ? 1 : 0) | (half << 1);
+        if (r.part == 0) sm.c.meta[buf][r.row] = (r.valid ? 1 : 0) | (rec.half << 1);
+    }
+
+    /* The record's lines into L2: data at pos*576 (64-byte aligned) spans at most 5
+     * lines of 128 B, plus the scale line; one thread per line. */
+    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r) {
+        static_assert(C::TPR >= 6, "one producer thread per record line");
+        if (!r.valid || r.part > 5) return;
+        const Rec rec = record(p, r);
+        dsv4_prefetch_l2(r.part < 5 ? rec.data + 128 * r.part : rec.scales);
     }
 
     /* Dequantize raw[buf] into the bf16 tile; a barrier makes it visible to all warps. */
@@ -73,14 +101,21 @@ struct MlaDecodeProd {
         for (int c = part; c < 36; c += C::TPR) {
             const uint4 v = *(const uint4 *)(raw + 16 * c);
             if (c < 28) { /* 16 codes of dims 16c .. 16c+15, scale block c/4 */
-                const uint32_t sb = dsv4_ue8m0_bf16x2(sc[c >> 2]);
+                const uint32_t enc = sc[c >> 2], sb = dsv4_ue8m0_bf16x2(enc);
+                const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
                 uint32_t d[8];
-                dsv4_e4m3x4_dequant_bf16(v.x, sb, d);
-                dsv4_e4m3x4_dequant_bf16(v.y, sb, d + 2);
-                dsv4_e4m3x4_dequant_bf16(v.z, sb, d + 4);
-                dsv4_e4m3x4_dequant_bf16(v.w, sb, d + 6);
 #pragma unroll
-                for (int i = 0; i < 8; ++i) d[i] = mla_scrub_nan(d[i]);
+                for (int k = 0; k < 4; ++k) {
+                    uint32_t r[2];
+                    dsv4_e4m3x4_raw_bf16(mla_zero_nan_codes(w4[k]), r);
+                    d[2 * k] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(r[0], DSV4_BF16X2_2POW120), sb);
+                    d[2 * k + 1] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(r[1], DSV4_BF16X2_2POW120), sb);
+                }
+                /* The products are exact and finite below enc 255; at 255 (scale +inf)
+                 * a zero code gives 0 * inf = NaN, read as 0 like upstream. */
+                if (enc == 255)
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) d[i] = mla_scrub_nan(d[i]);
                 *(uint4 *)(dst + 16 * c) = make_uint4(d[0], d[1], d[2], d[3]);
                 *(uint4 *)(dst + 16 * c + 8) = make_uint4(d[4], d[5], d[6], d[7]);
             } else { /* 8 RoPE bf16 of dims 448 + 8(c-28) .. */

@@ -8,9 +8,11 @@
  *
  * Producer: TPR = THREADS / 16 threads per key row; each issues 64 / TPR cp.async
  * 16-byte chunks of its row (1 KB of bf16) straight into the K tile, double-buffered
- * (2 x 16 rows x 1040 B). Invalid and past-the-end rows are zero-filled by cp.async
- * (src-size 0) and flagged in meta, so they get p = 0 and a finite K. Grid: T * H/HC
- * CTAs (no split: prefill has enough tokens to fill the GPU); direct bf16 write.
+ * (2 x 16 rows x 1040 B), and rows PF tiles ahead are prefetched into L2 (8 lines, one
+ * per thread): top-k rows of a long chunk miss L2. Invalid and past-the-end rows are
+ * zero-filled by cp.async (src-size 0) and flagged in meta, so they get p = 0 and a
+ * finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
+ * direct bf16 write.
  */
 #include <cuda_runtime.h>
 
@@ -24,15 +26,18 @@ struct MlaPrefillProd {
     };
 
     template <class C>
-    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaWork &w, int tile, int buf,
-                                                 SmemT<C> &sm) {
-        const MlaRowJob r = mla_row_job<C>(p, w, tile);
+    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm) {
         const mla_list_params_t &L = p.list[0];
         const uint8_t *src = r.valid ? L.base + (int64_t)r.id * L.row_bytes : L.base;
 #pragma unroll
         for (int c = r.part; c < 64; c += C::TPR)
             dsv4_cp_async_16_zfill(&sm.k[buf][r.row][8 * c], src + 16 * c, r.valid);
         if (r.part == 0) sm.c.meta[buf][r.row] = r.valid ? 1 : 0;
+    }
+
+    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r) {
+        static_assert(C::TPR >= 8, "one producer thread per 128-byte line of a row");
+        if (r.valid && r.part < 8) dsv4_prefetch_l2(p.list[0].base + (int64_t)r.id * p.list[0].row_bytes + 128 * r.part);
     }
 
     template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf) {

@@ -92,10 +92,12 @@ extern "C" int prim_run_ldmatrix(const uint16_t *M, uint32_t *out) {
     return (int)cudaGetLastError();
 }
 
-/* cp.async with zero fill: lanes with odd index copy nothing and must get zeros. */
+/* cp.async with zero fill: lanes with odd index copy nothing and must get zeros. The L2
+ * prefetch before it is only a hint: the data must arrive unchanged. */
 __global__ void zfill_kernel(const uint4 *src, uint4 *dst) {
     __shared__ uint4 s[32];
     const int lane = threadIdx.x;
+    dsv4_prefetch_l2(&src[lane]);
     dsv4_cp_async_16_zfill(&s[lane], &src[lane], (lane & 1) == 0);
     dsv4_cp_async_commit();
     dsv4_cp_async_wait<0>();
