@@ -346,7 +346,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     __syncthreads();
     /* L2 prefetch of the ids and rows ahead; not in the 8-warp config: at its 128-register
      * cap it spills on sm_90, and its 16 resident warps per SM hide more latency anyway. */
-    constexpr int PF = C::NW > 4 ? 0 : MLA_PREFETCH_TILES;
+    constexpr int PF = C::NW > 4 ? 0 : Prod::PREFETCH_TILES;
     if (PF > 0) mla_prefetch_ids<C>(p, w);
 
     /* Prologue: tiles 0 and 1 into the two buffers at once (a short split waits for one

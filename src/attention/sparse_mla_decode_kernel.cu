@@ -46,6 +46,7 @@ static __device__ __forceinline__ uint32_t mla_zero_nan_codes(uint32_t w) {
 }
 
 struct MlaDecodeProd {
+    static constexpr int PREFETCH_TILES = MLA_PREFETCH_TILES_DECODE;
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][MLA_RAW_ROW];

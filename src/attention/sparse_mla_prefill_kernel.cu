@@ -8,8 +8,8 @@
  *
  * Producer: TPR = THREADS / 16 threads per key row; each issues 64 / TPR cp.async
  * 16-byte chunks of its row (1 KB of bf16) straight into the K tile, double-buffered
- * (2 x 16 rows x 1040 B), and rows PF tiles ahead are prefetched into L2 (8 lines, one
- * per thread): top-k rows of a long chunk miss L2. Invalid and past-the-end rows are
+ * (2 x 16 rows x 1040 B); with MLA_PREFETCH_TILES_PREFILL > 0 rows that many tiles
+ * ahead are prefetched into L2 (8 lines, one per thread; off by default). Invalid and past-the-end rows are
  * zero-filled by cp.async (src-size 0) and flagged in meta, so they get p = 0 and a
  * finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
  * direct bf16 write.
@@ -20,6 +20,7 @@
 #include "common/error.h"
 
 struct MlaPrefillProd {
+    static constexpr int PREFETCH_TILES = MLA_PREFETCH_TILES_PREFILL;
     template <class C> struct SmemT {
         uint16_t k[2][MLA_N][MLA_KSTR];
         MlaSmemCommon<C> c;
