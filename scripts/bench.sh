@@ -7,7 +7,8 @@ set -eu
 cd "$(dirname "$0")/.."
 scripts/build.sh
 bin=${DSV4_BUILD_DIR:-build}/bench/dsv4_bench
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# A copy of the tree without .git (e.g. sent to a GPU machine) names its commit in DSV4_COMMIT.
+commit=${DSV4_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 out=${DSV4_RESULTS:-}
 if [ -z "$out" ]; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 | tr ' ' '-' || true)
