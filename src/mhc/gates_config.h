@@ -67,6 +67,9 @@
  * of 32), 8192 -> S = 1 (256 of 160, no split), T <= 64 -> S = 40. */
 #define MHC_TC_MAX_CTAS 320
 #define MHC_TC_MAX_SPLIT 64
+/* The mma accumulators are flushed into IEEE fp32 sums every this many chunks (128 K
+ * columns each): the tensor cores' fp32 accumulation error grows with the chain. */
+#define MHC_TC_FLUSH_CHUNKS 32
 
 /* Static shared memory of the POST kernel (the largest): the stage ring (A tile + x
  * tile), the hi/lo B tile, the per-token coefficients. */

@@ -264,15 +264,22 @@ mhc_proj_tc_kernel(const mhc_pipe_t p) {
     /* 32-bit: a 64-bit division is a call, whose saved registers spilled at 128 */
     const int cps = (int)(H / G::CW) / p.plan.splits;
     const int64_t c_begin = split * cps;
+    /* Step i works on chunk c_begin + (i + rot) % cps: the row blocks of a slice start at
+     * different chunks, so that the CTAs do not all read the same 12 KB of fn at the same
+     * time (with S = 1 at T = 8192 the first version had all 256 CTAs on one fn chunk and
+     * ran the gates op at 25 % of copy). The order inside a slice is the kernel's
+     * (spec 3.1); it depends only on (T, H) and the block. */
+    const int rot = (int)(blockIdx.x % (unsigned)cps);
+    const auto chunk = [&](int i) { return c_begin + (i + rot < cps ? i + rot : i + rot - cps); };
 
     /* the first NST - 1 chunks leave before anything else: one commit group per stage */
 #pragma unroll
     for (int i = 0; i < NST - 1; ++i) {
-        if (i < cps) tc_issue<PROD>(p, m0, c_begin + i, tid, s_stage + i * G::STAGE);
+        if (i < cps) tc_issue<PROD>(p, m0, chunk(i), tid, s_stage + i * G::STAGE);
         dsv4_cp_async_commit();
     }
     float4 f[FN_F4];
-    tc_load_fn<PROD>(p, c_begin, tid, f);
+    tc_load_fn<PROD>(p, chunk(0), tid, f);
 
     /* per token row: post[4], comb[16], pre_mix[4] (pitch 25: conflict-free row reads);
      * ordered before the first produce by the loop's first barrier */
@@ -296,6 +303,15 @@ mhc_proj_tc_kernel(const mhc_pipe_t p) {
     for (int nt = 0; nt < 3; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    /* The mma accumulates in fp32 with the tensor cores' own (not round-to-nearest)
+     * alignment, so its error grows with the chain length: every MHC_TC_FLUSH_CHUNKS chunks
+     * the accumulators are added into `tot` (IEEE adds) and restart from 0. Unsplit
+     * (S = 1, 160 chunks at T = 8192) the first version's gates missed the 1e-5 check. */
+    float tot[3][4];
+#pragma unroll
+    for (int nt = 0; nt < 3; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) tot[nt][i] = 0.0f;
     float sq = 0.0f, ss = 0.0f;
 
     for (int i = 0, st_cur = 0; i < cps; ++i, st_cur = st_cur == NST - 1 ? 0 : st_cur + 1) {
@@ -304,15 +320,20 @@ mhc_proj_tc_kernel(const mhc_pipe_t p) {
         __syncthreads(); /* stage i visible to all; every warp is past mma(i - 1) */
         /* stage (i + NST - 1) % NST = (i - 1) % NST: the one mma(i - 1) has left */
         if (i + NST - 1 < cps)
-            tc_issue<PROD>(p, m0, c_begin + i + NST - 1, tid,
+            tc_issue<PROD>(p, m0, chunk(i + NST - 1), tid,
                            s_stage + (st_cur == 0 ? NST - 1 : st_cur - 1) * G::STAGE);
         dsv4_cp_async_commit(); /* possibly empty: keeps the group count uniform */
         uint16_t *st = s_stage + st_cur * G::STAGE;
         tc_store_b(f, tid, sB); /* before the producer: f is dead where registers peak */
-        tc_produce<PROD>(p, t, valid, c_begin + i, row, grp, coef, collapse, identity, st, sq, ss);
-        if (i + 1 < cps) tc_load_fn<PROD>(p, c_begin + i + 1, tid, f);
+        tc_produce<PROD>(p, t, valid, chunk(i), row, grp, coef, collapse, identity, st, sq, ss);
+        if (i + 1 < cps) tc_load_fn<PROD>(p, chunk(i + 1), tid, f);
         __syncthreads(); /* A (R_new) and B tiles complete */
         tc_mma(st, sB, mt, kh, lane, acc);
+        if ((i + 1) % MHC_TC_FLUSH_CHUNKS == 0 || i + 1 == cps)
+#pragma unroll
+            for (int nt = 0; nt < 3; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) tot[nt][e] = __fadd_rn(tot[nt][e], acc[nt][e]), acc[nt][e] = 0.0f;
     }
 
     /* sq, ss: the 4 threads of a token row are adjacent lanes */
@@ -334,7 +355,7 @@ mhc_proj_tc_kernel(const mhc_pipe_t p) {
 #pragma unroll
         for (int nt = 0; nt < 3; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) xch[(mt * 32 + lane) * 12 + nt * 4 + i] = acc[nt][i];
+            for (int i = 0; i < 4; ++i) xch[(mt * 32 + lane) * 12 + nt * 4 + i] = tot[nt][i];
     }
     __syncthreads();
     if (kh == 0) {
@@ -346,8 +367,8 @@ mhc_proj_tc_kernel(const mhc_pipe_t p) {
             float *dst = ws_raw + (split * T + tr) * 24 + 2 * tq;
 #pragma unroll
             for (int nt = 0; nt < 3; ++nt) {
-                const float v0 = __fadd_rn(acc[nt][2 * half], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half]);
-                const float v1 = __fadd_rn(acc[nt][2 * half + 1], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half + 1]);
+                const float v0 = __fadd_rn(tot[nt][2 * half], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half]);
+                const float v1 = __fadd_rn(tot[nt][2 * half + 1], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half + 1]);
                 *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(v0, v1);
             }
         }
