@@ -44,42 +44,25 @@
 #define MHC_SMALL_T_UNROUNDED 0
 
 /* ---- tensor-core kernel (spec 6.3) --------------------------------------------------- */
-#define MHC_TC_THREADS 128 /* 4 warps: 2 m-tiles of 16 tokens x 2 k-halves            */
-/* __launch_bounds__ minimum blocks per SM. RES and BCAST: 4 (<= 128 registers, 42.4 /
- * 39.2 KB of shared memory: 4 per SM on the H200's 228 KB, 3 on the A100's 164 KB). POST
- * (the seams): 3 (<= 168 registers; 47.4 KB): at 128 its loop-invariant copy pointers
- * spilled (44 bytes). v3 ran 2 CTAs of 64 tokens per SM with one chunk of loads each in
- * flight, at 25 % occupancy. */
-#define MHC_TC_MIN_CTAS 4
-#define MHC_TC_MIN_CTAS_POST 3
-#define MHC_TC_BM 32       /* tokens per CTA                                          */
-#define MHC_TC_KC 128      /* K elements per chunk: 4 streams x 32 channels (64 contiguous
-                              bytes per token and stream), or 128 channels of the
-                              broadcast embedding                                     */
-#define MHC_TC_STAGES 3    /* cp.async ring: chunks i+1, i+2 in flight during chunk i   */
+#define MHC_TC_THREADS 256 /* 8 warps: 4 m-tiles of 16 tokens x 2 k-halves            */
+#define MHC_TC_MIN_CTAS 2  /* __launch_bounds__ minimum blocks per SM (<= 128 regs)  */
+#define MHC_TC_BM 64       /* tokens per CTA                                          */
+#define MHC_TC_KC 128      /* K elements per chunk: 4 streams x 32 channels, or 128
+                              channels of the broadcast embedding                     */
 #define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 272 B, ldmatrix conflict-free */
-/* Split count: the largest divisor S of the chunk count with ceil(T/32) * S <= this many
- * CTAs and S <= MHC_TC_MAX_SPLIT (S = 1 when even that exceeds it). Device-independent,
- * so a given (T, H) sums its partials in the same order on every GPU. 320: one wave of
- * the POST kernel at 3 CTAs per SM on the 108-SM A100 (324 slots) and the 132-SM H200
- * (396): a memory-bound CTA count past one wave leaves a tail of CTAs that run alone.
- * At H = 5120 (160 chunks): T = 512 -> S = 20 (320 CTAs of 8 chunks), 2048 -> S = 5 (320
- * of 32), 8192 -> S = 1 (256 of 160, no split), T <= 64 -> S = 40. */
-#define MHC_TC_MAX_CTAS 320
+/* Split count: the smallest divisor S of the chunk count with ceil(T/64) * S >= this
+ * many CTAs, else the largest divisor <= MHC_TC_MAX_SPLIT. Device-independent, so a
+ * given (T, H) sums its partials in the same order on every GPU. 256 = one wave at 2
+ * CTAs per SM on the 132-SM H200 (264 slots): 512 gave T = 512 320 CTAs, i.e. a second
+ * wave of 56, for 4 chunks each; 256 gives 256 CTAs of 5 chunks (A100: 216 slots). */
+#define MHC_TC_TARGET_CTAS 256
 #define MHC_TC_MAX_SPLIT 64
-/* The mma accumulators are flushed into IEEE fp32 sums every this many chunks (128 K
- * columns each): the tensor cores' fp32 accumulation error grows with the chain. */
-#define MHC_TC_FLUSH_CHUNKS 32
 
-/* Static shared memory of the POST kernel (the largest): the stage ring (A tile + x
- * tile), the hi/lo B tile, the per-token coefficients. */
-#define MHC_TC_SMEM_BYTES                                                                       \
-    (MHC_TC_STAGES * (MHC_TC_BM * MHC_TC_LDS + MHC_TC_BM * MHC_TC_KC / 4) * 2 + 2 * 24 * MHC_TC_LDS * 2 + \
-     MHC_TC_BM * 25 * 4)
+#define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * 25 * 4)
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
-/* The split-k reduction of the accumulators reuses the B tile: 2 m-tiles x 32 lanes x 12. */
-#if (2 * 32 * 12 * 4) > (2 * 24 * MHC_TC_LDS * 2)
-#error "mhc: the accumulator exchange does not fit in the B tile"
+/* The split-k reduction of the accumulators reuses the A tile: 4 m-tiles x 32 lanes x 12. */
+#if (4 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)
+#error "mhc: the accumulator exchange does not fit in the A tile"
 #endif
 
 /* ---- epilogue (one CTA per token) ------------------------------------------------------ */

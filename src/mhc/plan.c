@@ -13,12 +13,15 @@
  * per thread (spec 6.2). Same rule for the broadcast projection (K = H). */
 static int small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
 
-/* Largest divisor S of nchunks with nblk * S <= MHC_TC_MAX_CTAS and S <= MHC_TC_MAX_SPLIT;
- * 1 if none. */
+/* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and S <= MHC_TC_MAX_SPLIT,
+ * else the largest divisor <= MHC_TC_MAX_SPLIT. */
 static int tc_splits(int64_t nchunks, int64_t nblk) {
     int best = 1;
-    for (int s = 1; s <= MHC_TC_MAX_SPLIT && s <= nchunks && nblk * s <= MHC_TC_MAX_CTAS; ++s)
-        if (nchunks % s == 0) best = s;
+    for (int s = 1; s <= MHC_TC_MAX_SPLIT && s <= nchunks; ++s) {
+        if (nchunks % s) continue;
+        best = s;
+        if (nblk * s >= MHC_TC_TARGET_CTAS) break;
+    }
     return best;
 }
 
