@@ -223,8 +223,7 @@ extern "C" dsv4_status_t dsv4_combine_topk_swa_launch(const dsv4_cmb_params_t *p
                                  : (const void *)cmb_kernel<true, true>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem[which]));
     const int64_t need = ((int64_t)p->num_tokens + DSV4_CMB_WARPS - 1) / DSV4_CMB_WARPS;
-    const unsigned grid =
-        dsv4_idx_x_full_grid() ? (unsigned)need : dsv4_idx_resident_grid(k, DSV4_CMB_THREADS, need, &occ[which]);
+    const unsigned grid = dsv4_idx_resident_grid(k, DSV4_CMB_THREADS, need, &occ[which]);
     cudaStream_t s = (cudaStream_t)stream;
     switch (which) {
     case 0: cmb_kernel<false, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;

@@ -64,14 +64,6 @@ static inline unsigned dsv4_idx_resident_grid(const void *kernel, int threads, i
     return (unsigned)(need < cap ? need : cap);
 }
 
-/* EXPERIMENT ONLY (removed before merge): DSV4_IDX_XGRID=1 launches one warp per row
- * instead of the resident grid, to separate the grid-stride effect in one device run. */
-#include <stdlib.h>
-static inline int dsv4_idx_x_full_grid(void) {
-    const char *e = getenv("DSV4_IDX_XGRID");
-    return e && e[0] == '1';
-}
-
 static __device__ __forceinline__ int dsv4_idx_warp_sum(int x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(DSV4_IDX_FULL, x, o);
