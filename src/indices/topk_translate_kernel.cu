@@ -11,24 +11,23 @@
  *
  * Dense (one launch): CTAs of 4 warps; warp g of the grid takes rows g, g + nw, g + 2 nw,
  * ... (nw warps in the grid: as many as are resident for K <= 512, one per row above it,
- * see the launcher). A row is
- * walked in segments of 512 columns: every lane loads 4 chunks of 4 columns (chunk
- * c = seg/4 + lane + 32u, u < 4; 16-byte loads when allowed). After segment 0 the warp
- * reduces (redux.sync) the smallest and largest valid index and the valid count; when the
- * page range is dense enough (config header) every lane issues its cp.async copies of
- * table[req, range] into the warp's shared slice at once, and the lookups become
- * shared-memory gathers instead of L1 gathers that touch one line per lane. Pages outside
- * the window go through the read-only cache. The loads of the warp's next segment (or of
- * segment 0 of its next row) are issued before the current one waits for its table pages,
- * so a row's top-k round trip overlaps the previous row's table round trip and stores:
- * one exposed round trip per row instead of two, and no wave tail of whole rows. Each
- * output chunk is written by the lane that loaded it (16-byte streaming stores when
- * allowed): every element has exactly one writer, and warps share nothing, so there are
- * no CTA barriers, only __syncwarp around the warp's slice.
- * History: v0 staged with a plain loop that ptxas unrolled by 4 (4 dependent table round
- * trips per segment); v1 (one warp per row, grid ceil(T / 4)) paid two round trips per
- * row, in about 3 waves at T = 8192, and its per-element if/else lookup compiled to a
- * branch region per element that waited on each shared load in turn (tt_emit).
+ * see the launcher). A row is walked in segments of 512 columns: every lane loads 4
+ * chunks of 4 columns (chunk c = seg/4 + lane + 32u, u < 4; 16-byte loads when allowed).
+ * After segment 0 the warp reduces (redux.sync) the smallest and largest valid index and
+ * the valid count; when the page range is dense enough (config header) every lane issues
+ * its cp.async copies of table[req, range] into the warp's shared slice at once, and the
+ * lookups become shared-memory gathers instead of L1 gathers that touch one line per lane.
+ * Pages outside the window go through the read-only cache. The loads of the warp's next
+ * segment (or of segment 0 of its next row) are issued before the current one waits for
+ * its table pages, so a row's top-k round trip overlaps the previous row's table round
+ * trip and stores: one exposed round trip per row instead of two. Each output chunk is
+ * written by the lane that loaded it (16-byte streaming stores when allowed): every
+ * element has exactly one writer, and warps share nothing, so there are no CTA barriers,
+ * only __syncwarp around the warp's slice.
+ * History (docs/indices.md, versions): v0 staged with a plain loop that ptxas unrolled by
+ * 4 (4 dependent table round trips per segment); v1 paid two round trips per row, in about
+ * 3 waves at T = 8192, and its per-element if/else lookup compiled to a branch region per
+ * element that waited on each shared load in turn (tt_emit).
  *
  * Packed (two launches, no host synchronization): rows are grouped (group_rows rows,
  * at most DSV4_TT_MAX_GROUPS groups, config header).
