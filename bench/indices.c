@@ -7,11 +7,12 @@
  *   ratio_to_floor = median / write_floor_us   (minimum 2, goal 1.25),
  *   launch_us      = the event-timed empty kernel, over_launch_us = median - launch_us
  *                    (T = 1536 combine: minimum +2 us, goal +1 us).
- * Every issue target is timed twice: cold (bench_time, L2 flushed before each rep: every
- * input byte comes from DRAM) and "warm-inputs" (bench_time_warm: no flush, so the inputs
- * are in L2 as when their producer ran just before; so are the previous rep's output
- * lines, which the writes then hit). The write floor assumes hot inputs; the cold rows
- * must also read them (docs/indices.md: floors under each assumption).
+ * Every issue target is timed three ways (indices_bench.h, IDXB_*): cold (L2 flushed before
+ * each rep: every input byte from DRAM), "warm-inputs" (no flush: inputs and the previous
+ * rep's output lines in L2) and "warm-in cold-out" (inputs L2-resident as right after their
+ * producer, outputs rotated over buffers past the L2 size, so they are not). The write
+ * floor assumes hot inputs; the cold rows must also read them (docs/indices.md: floors
+ * under each assumption).
  * "bytes" (GB/s, %ceil) counts everything the kernel moves: reads of top-k entries and
  * block-table pages as well as the writes.
  *
@@ -69,10 +70,19 @@ void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char 
            tm->median_us / floor_us, ctx->empty_us, tm->median_us - ctx->empty_us);
 }
 
-dsv4_status_t idxb_time(bench_ctx_t *ctx, int warm, bench_launch_fn fn, void *state, bench_timing_t *tm) {
-    return warm ? bench_time_warm(ctx, fn, state, tm) : bench_time(ctx, fn, state, tm);
+int idxb_timing_mode(const char *n) {
+    return strstr(n, "cold-out") ? IDXB_WARM_IN : strstr(n, "warm-inputs") ? IDXB_WARM : IDXB_COLD;
 }
-const char *idxb_timing_name(int warm) { return warm ? "timing=warm-inputs" : "timing=cold-L2"; }
+const char *idxb_timing_name(int mode) {
+    return mode == IDXB_WARM_IN ? "timing=warm-in-cold-out(inputs L2-resident, outputs rotated past L2)"
+           : mode == IDXB_WARM  ? "timing=warm-inputs(inputs and last rep's outputs in L2)"
+                                : "timing=cold-L2";
+}
+int idxb_rotations(const bench_ctx_t *ctx, double out_bytes) {
+    const double l2 = ctx->dev.l2_bytes > 0 ? (double)ctx->dev.l2_bytes : 64e6;
+    const int n = (int)(2.0 * l2 / out_bytes) + 1;
+    return n < 2 ? 2 : n > 64 ? 64 : n;
+}
 
 /* ---- combine ----------------------------------------------------------------------------- */
 typedef struct {
@@ -103,7 +113,8 @@ static void cmb_make(cmb_state_t *s, int64_t T, int64_t topk, int64_t ratio) {
             for (int64_t j = 0; j < topk; ++j)
                 topk_h[t * topk + j] = j < len ? (int32_t)(n <= topk ? j : idxb_range(&seed, 0, n - 1)) : -1;
             /* Bytes the kernel reads: the 4-column chunks below topk_len and, up to T = 4096
-             * (DSV4_CMB_SPEC_MAX_TOKENS), the first min(topk, 512) columns of every row. */
+             * (DSV4_CMB_SPEC_MAX_TOKENS), the first min(topk, 512) columns of a warp's first
+             * row (every row at these sizes: the resident grid has a warp per row). */
             const int64_t pre = T > 4096 ? 0 : topk < 512 ? topk : 512, need = (len + 3) / 4 * 4;
             const int64_t rd = ratio ? (need > pre ? need : pre) : 0;
             s->read_bytes += 4.0 * (double)rd;
@@ -189,13 +200,36 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
             free(got);
             free(got_l);
         }
-        if (idxb_time(ctx, warm, cmb_launch, &s, &tm) != DSV4_STATUS_SUCCESS) {
+        /* IDXB_WARM_IN: copies of the case with their own outputs (inputs shared). */
+        const int nrot = warm == IDXB_WARM_IN ? idxb_rotations(ctx, 4.0 * (double)(Tn * C + Tn)) : 1;
+        cmb_state_t *rot = calloc((size_t)nrot, sizeof *rot);
+        void *states[64];
+        int alloc_ok = rot != NULL;
+        for (int i = 0; i < nrot && alloc_ok; ++i) {
+            rot[i] = s;
+            if (i > 0) {
+                rot[i].dev.combined = bench_dev_alloc((size_t)(Tn * C) * 4);
+                rot[i].dev.combined_lens = bench_dev_alloc((size_t)Tn * 4);
+                alloc_ok = rot[i].dev.combined && rot[i].dev.combined_lens;
+            }
+            states[i] = &rot[i];
+        }
+        const dsv4_status_t st = !alloc_ok             ? DSV4_STATUS_CUDA_ERROR
+                                 : warm == IDXB_WARM_IN ? bench_time_rotated(ctx, cmb_launch, states, nrot, 1, &tm)
+                                 : warm == IDXB_WARM    ? bench_time_warm(ctx, cmb_launch, &s, &tm)
+                                                        : bench_time(ctx, cmb_launch, &s, &tm);
+        for (int i = 1; rot && i < nrot; ++i) {
+            bench_dev_free(rot[i].dev.combined);
+            bench_dev_free(rot[i].dev.combined_lens);
+        }
+        free(rot);
+        if (st != DSV4_STATUS_SUCCESS) {
             printf("%s %s: %s\n", op, name, dsv4_last_error());
             ok = 0;
         } else {
-            char shape[128];
-            snprintf(shape, sizeof shape, "r=%lld topk=%lld W=128 C=%lld R=4 prefixes=0/3K/20K/100K %s",
-                     (long long)ratio, (long long)topk, (long long)C, idxb_timing_name(warm));
+            char shape[200];
+            snprintf(shape, sizeof shape, "r=%lld topk=%lld W=128 C=%lld R=4 prefixes=0/3K/20K/100K %s rotations=%d",
+                     (long long)ratio, (long long)topk, (long long)C, idxb_timing_name(warm), nrot);
             const double writes = 4.0 * (double)(Tn * C + Tn);
             idxb_report(ctx, op, name, shape, &tm, writes + s.read_bytes, writes,
                         T <= 2048 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, check);
@@ -211,27 +245,32 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
 
 /* A case's parameters are read from its name, so the table below is the one place they
  * are written: "T=<tokens> topk=<TOP_K>" (ratio 4) or "T=<tokens> swa-only" (ratio 0), and
- * "warm-inputs" for the bench_time_warm row. */
+ * "warm-inputs" / "warm-in cold-out" for the timing mode (idxb_timing_mode). */
 static int combine_case(bench_ctx_t *c, const char *op, const char *n) {
     long long T = 0, topk = 0;
     if (sscanf(n, "T=%lld topk=%lld", &T, &topk) < 2) topk = 0;
-    return run_combine(c, op, n, T, topk, topk ? 4 : 0, strstr(n, "warm-inputs") != NULL);
+    return run_combine(c, op, n, T, topk, topk ? 4 : 0, idxb_timing_mode(n));
 }
 
-/* Each issue target has a cold-L2 row (bench_time: L2 flushed before every rep) and a
- * "warm-inputs" row (bench_time_warm: inputs hot in L2, as right after their producer). */
+/* Each issue target has three rows (idxb_timing_mode): cold-L2, "warm-inputs" (inputs and
+ * the last rep's outputs in L2) and "warm-in cold-out" (inputs in L2, outputs not). */
 const bench_case_t bench_indices_cases[] = {
     {"combine_topk_swa", "T=8192 topk=512 W=128 4req", combine_case},
     {"combine_topk_swa", "T=8192 topk=512 W=128 4req warm-inputs", combine_case},
+    {"combine_topk_swa", "T=8192 topk=512 W=128 4req warm-in cold-out", combine_case},
     {"combine_topk_swa", "T=8192 topk=1024 W=128 4req", combine_case},
     {"combine_topk_swa", "T=8192 topk=1024 W=128 4req warm-inputs", combine_case},
+    {"combine_topk_swa", "T=8192 topk=1024 W=128 4req warm-in cold-out", combine_case},
     {"combine_topk_swa", "T=1536 topk=512 W=128 4req", combine_case},
     {"combine_topk_swa", "T=1536 topk=512 W=128 4req warm-inputs", combine_case},
+    {"combine_topk_swa", "T=1536 topk=512 W=128 4req warm-in cold-out", combine_case},
     {"combine_topk_swa", "T=8192 swa-only W=128 4req", combine_case},
     {"topk_translate", "T=8192 K=512 decode", idxb_translate_case},
     {"topk_translate", "T=8192 K=512 decode warm-inputs", idxb_translate_case},
+    {"topk_translate", "T=8192 K=512 decode warm-in cold-out", idxb_translate_case},
     {"topk_translate", "T=8192 K=2048 decode", idxb_translate_case},
     {"topk_translate", "T=8192 K=2048 decode warm-inputs", idxb_translate_case},
+    {"topk_translate", "T=8192 K=2048 decode warm-in cold-out", idxb_translate_case},
     {"topk_translate_packed", "T=8192 K=512 decode", idxb_translate_case},
     {"decode_swa_indices", "T=2048 W=128 P=64", idxb_decode_swa_2048},
 };

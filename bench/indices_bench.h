@@ -17,10 +17,19 @@ int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t 
 void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char *shape, const bench_timing_t *tm,
                  double bytes, double write_bytes, bench_ceiling_t ceiling, const char *check);
 
-/* bench_time_warm when `warm` (no L2 flush: the inputs, and the previous rep's output
- * lines, stay in L2), else bench_time; and the tag the row's config carries. */
-dsv4_status_t idxb_time(bench_ctx_t *ctx, int warm, bench_launch_fn fn, void *state, bench_timing_t *tm);
-const char *idxb_timing_name(int warm);
+/* Timing modes of a row, from its case name:
+ *   IDXB_COLD      bench_time: 4 x L2 memset before every rep, every input byte from DRAM;
+ *   IDXB_WARM      "warm-inputs": bench_time_warm, no flush; inputs AND the previous rep's
+ *                  output lines stay in L2 (outputs need not reach DRAM when all fits);
+ *   IDXB_WARM_IN   "warm-in cold-out": bench_time_rotated over copies of the case that share
+ *                  the inputs but write their own outputs, rotated over >= 2 x L2 of output
+ *                  buffers: the inputs stay L2-resident (as right after their producer), the
+ *                  output lines are not in L2 and earlier reps' dirty lines drain to DRAM. */
+enum { IDXB_COLD = 0, IDXB_WARM = 1, IDXB_WARM_IN = 2 };
+int idxb_timing_mode(const char *case_name);
+const char *idxb_timing_name(int mode);
+/* Output copies IDXB_WARM_IN rotates over for `out_bytes` of output per run. */
+int idxb_rotations(const bench_ctx_t *ctx, double out_bytes);
 
 /* Translation cases, dense or packed by `op`; T, K and the timing from the case name
  * ("T=<tokens> K=<topk> ...", "warm-inputs"). */

@@ -181,11 +181,35 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
         free(wi);
         free(gi);
     }
+    /* IDXB_WARM_IN (dense only): copies of the case with their own outputs, inputs shared. */
+    const int nrot = warm == IDXB_WARM_IN && !packed ? idxb_rotations(ctx, 4.0 * (double)(T * K + T)) : 1;
+    tt_state_t *rot = calloc((size_t)nrot, sizeof *rot);
+    void *states[64];
+    int alloc_ok = rot != NULL;
+    for (int i = 0; i < nrot && alloc_ok; ++i) {
+        rot[i] = s;
+        if (i > 0) {
+            rot[i].dev.global_indices = bench_dev_alloc((size_t)(T * K) * 4);
+            rot[i].dev.lens = bench_dev_alloc((size_t)T * 4);
+            alloc_ok = rot[i].dev.global_indices && rot[i].dev.lens;
+        }
+        states[i] = &rot[i];
+    }
+    bench_launch_fn fn = packed ? tt_launch_packed : tt_launch;
     bench_timing_t tm;
-    if (ok && idxb_time(ctx, warm, packed ? tt_launch_packed : tt_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
-        char shape[160];
-        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request %s",
-                 (long long)K, TT_BS, TT_WIDTH, idxb_timing_name(warm));
+    const dsv4_status_t st = !ok || !alloc_ok     ? DSV4_STATUS_CUDA_ERROR
+                             : nrot > 1          ? bench_time_rotated(ctx, fn, states, nrot, 1, &tm)
+                             : warm == IDXB_COLD ? bench_time(ctx, fn, &s, &tm)
+                                                 : bench_time_warm(ctx, fn, &s, &tm);
+    for (int i = 1; rot && i < nrot; ++i) {
+        bench_dev_free(rot[i].dev.global_indices);
+        bench_dev_free(rot[i].dev.lens);
+    }
+    free(rot);
+    if (st == DSV4_STATUS_SUCCESS) {
+        char shape[240];
+        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d",
+                 (long long)K, TT_BS, TT_WIDTH, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
         const double out_b = packed ? 4.0 * (double)(s.valid_total + 2 * T + 1) : 4.0 * (double)(T * K + T);
@@ -202,7 +226,7 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
 int idxb_translate_case(bench_ctx_t *c, const char *op, const char *n) {
     long long T = 0, K = 0;
     if (sscanf(n, "T=%lld K=%lld", &T, &K) < 2) return 1;
-    return tt_run(c, op, n, T, K, !strcmp(op, "topk_translate_packed"), strstr(n, "warm-inputs") != NULL);
+    return tt_run(c, op, n, T, K, !strcmp(op, "topk_translate_packed"), idxb_timing_mode(n));
 }
 
 /* ---- decode SWA lists ---------------------------------------------------------------------- */

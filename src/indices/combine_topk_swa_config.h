@@ -1,9 +1,9 @@
 /*
  * Tile sizes of the top-k + SWA combine kernel and the host <-> launcher interface.
  *
- * One warp per token; a CTA holds DSV4_CMB_WARPS tokens. A warp writes its row in batches
- * of 32 lanes x DSV4_CMB_UNROLL chunks of 4 columns (512 columns), so C = 640 takes two
- * batches and C = 128 one. The kernel uses no shared memory.
+ * One warp per token row at a time (grid-stride over rows), DSV4_CMB_WARPS warps per CTA.
+ * A warp writes its row in batches of 32 lanes x DSV4_CMB_UNROLL chunks of 4 columns (512
+ * columns), so C = 640 takes two batches and C = 128 one. No shared memory.
  */
 #ifndef DSV4_INDICES_COMBINE_TOPK_SWA_CONFIG_H
 #define DSV4_INDICES_COMBINE_TOPK_SWA_CONFIG_H
@@ -21,10 +21,10 @@
  * gather_lens[l]) finds a token's request; above it a 32-ary search over qsl runs. */
 #define DSV4_CMB_FAST_REQS 31
 /* Up to this many tokens (one wave of CTAs: latency-bound) the first batch of top-k columns
- * is loaded before the request lookup; above it only the columns below topk_len are read
- * (bandwidth-bound: no bytes for -1 columns; 2.1 MB less at T = 8192, topk 512). On the
- * H200 either choice gave the same time within noise at T = 1536 and 8192
- * (docs/indices.md, versions). */
+ * of a warp's first row is loaded before its request lookup; above it only the columns
+ * below topk_len are read (bandwidth-bound: no bytes for -1 columns; 2.1 MB less at
+ * T = 8192, topk 512). On the H200 either choice gave the same time within noise at
+ * T = 1536 and 8192 (docs/indices.md, versions). */
 #define DSV4_CMB_SPEC_MAX_TOKENS 4096
 
 DSV4_SMEM_BUDGET_ASSERT(0, "combine_topk_swa (no shared memory)");

@@ -1,6 +1,8 @@
 /* Host-side argument checks shared by the indices family (index_check.h). */
 #include "indices/index_check.h"
 
+int dsv4_idx_grid_cap = 0;
+
 dsv4_status_t dsv4_idx_check_i32(const char *op, const char *what, const void *p) {
     DSV4_TRY(dsv4_check_ptr(op, what, p));
     return dsv4_check_align(op, what, p, 4);

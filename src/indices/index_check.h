@@ -37,6 +37,12 @@ dsv4_status_t dsv4_idx_check_stride(const char *op, const char *what, int64_t st
  * 16-byte chunks: p 16-byte aligned, stride and width multiples of 4. */
 int dsv4_idx_vec16(const void *p, int64_t stride, int64_t width);
 
+/* Internal test hook, not part of the API: when > 0, the grid-stride kernels (dense
+ * translation, combine) launch at most this many CTAs, so that a test drives every warp
+ * through many rows. 0 (the default): the resident grid. Set it only from a
+ * single-threaded test, between runs. */
+extern int dsv4_idx_grid_cap;
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include "indices/index_check.h" /* dsv4_idx_grid_cap */
+
 #define DSV4_IDX_FULL 0xFFFFFFFFu
 
 /* Columns 4c .. 4c+3 of a row, as an array so unrolled loops index it at compile time.
@@ -41,6 +43,25 @@ static __device__ __forceinline__ void dsv4_idx_store4(int32_t *__restrict__ row
         for (int e = 0; e < 4; ++e)
             if (4 * c + e < ncols) __stcs(row + 4 * c + e, v[e]);
     }
+}
+
+/* Grid of a grid-stride ("persistent") kernel: the CTAs that fit on the device at once
+ * (occupancy x SMs), at most `need` (and at most the test hook dsv4_idx_grid_cap when it is
+ * set). Only a speed choice: the kernels are correct for any grid. The occupancy is cached per kernel (`*cache`, 0 = not asked yet; racing writers
+ * store the same value); errors of these host-only queries are cleared and give `need`.
+ * No stream work, so it is legal during CUDA graph capture. */
+static inline unsigned dsv4_idx_resident_grid(const void *kernel, int threads, int64_t need, int *cache) {
+    if (dsv4_idx_grid_cap > 0 && need > dsv4_idx_grid_cap) need = dsv4_idx_grid_cap;
+    int dev = 0, sms = 0, occ = *(volatile int *)cache;
+    if (occ == 0 && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, 0) == cudaSuccess && occ > 0)
+        *(volatile int *)cache = occ;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        occ <= 0) {
+        cudaGetLastError();
+        return (unsigned)need;
+    }
+    const int64_t cap = (int64_t)occ * sms;
+    return (unsigned)(need < cap ? need : cap);
 }
 
 static __device__ __forceinline__ int dsv4_idx_warp_sum(int x) {

@@ -9,19 +9,25 @@
  * "0 <= v < table_width * bs" is one unsigned compare against vlimit (a negative v is a
  * huge unsigned value); the division by bs is a multiply-shift (index_common.h).
  *
- * Dense (one launch): grid ceil(T / 4) CTAs of 4 warps; warp w of CTA b owns row 4b + w.
- * The row is walked in segments of 512 columns: every lane loads 4 chunks of 4 columns
- * (chunk c = seg/4 + lane + 32u, u < 4; 16-byte loads when allowed). After segment 0 the
- * warp reduces the smallest and largest valid index and the valid count; when the page
- * range is dense enough (config header) every lane issues its cp.async copies of
- * table[req, range] into the warp's shared slice at once, so the row pays two dependent
- * round trips (its top-k values, then its table pages) and the lookups become shared-memory
- * gathers instead of L1 gathers that touch one line per lane. Pages outside the window go
- * through the read-only cache. Each output chunk is written by the lane that loaded it
- * (16-byte streaming stores when allowed): every element has exactly one writer, and warps
- * share nothing, so there are no CTA barriers, only __syncwarp around the warp's slice.
- * The first version staged with a plain loop that ptxas unrolled by 4: a 512-page range
- * took 4 dependent table round trips per segment, and T = 8192, K = 512 ran at 1.9 TB/s.
+ * Dense (one launch): CTAs of 4 warps; warp g of the grid takes rows g, g + nw, g + 2 nw,
+ * ... (nw warps in the grid: as many as are resident for K <= 512, one per row above it,
+ * see the launcher). A row is walked in segments of 512 columns: every lane loads 4
+ * chunks of 4 columns (chunk c = seg/4 + lane + 32u, u < 4; 16-byte loads when allowed).
+ * After segment 0 the warp reduces (redux.sync) the smallest and largest valid index and
+ * the valid count; when the page range is dense enough (config header) every lane issues
+ * its cp.async copies of table[req, range] into the warp's shared slice at once, and the
+ * lookups become shared-memory gathers instead of L1 gathers that touch one line per lane.
+ * Pages outside the window go through the read-only cache. The loads of the warp's next
+ * segment (or of segment 0 of its next row) are issued before the current one waits for
+ * its table pages, so a row's top-k round trip overlaps the previous row's table round
+ * trip and stores: one exposed round trip per row instead of two. Each output chunk is
+ * written by the lane that loaded it (16-byte streaming stores when allowed): every
+ * element has exactly one writer, and warps share nothing, so there are no CTA barriers,
+ * only __syncwarp around the warp's slice.
+ * History (docs/indices.md, versions): v0 staged with a plain loop that ptxas unrolled by
+ * 4 (4 dependent table round trips per segment); v1 paid two round trips per row, in about
+ * 3 waves at T = 8192, and its per-element if/else lookup compiled to a branch region per
+ * element that waited on each shared load in turn (tt_emit).
  *
  * Packed (two launches, no host synchronization): rows are grouped (group_rows rows,
  * at most DSV4_TT_MAX_GROUPS groups, config header).
@@ -46,12 +52,12 @@ struct tt_window {
     uint32_t base, len;
 };
 
-/* Loads the segment's chunks (seg/4 + lane + 32u, u < UNROLL) into v, with columns past
- * ncols as -1 (packed rows end inside a chunk), and accumulates this lane's valid count,
- * smallest and largest valid index (the caller drops what it does not need). */
+/* Raw loads of the segment's chunks (seg/4 + lane + 32u, u < UNROLL) into v: no
+ * arithmetic on the values, so issuing them does not wait for them (the kernels prefetch
+ * their next segment this way). tt_tally then masks and counts them. */
 template <bool VIN>
-static __device__ __forceinline__ void tt_load(int (&v)[DSV4_TT_UNROLL][4], const int32_t *__restrict__ in, int seg,
-                                               int lane, int ncols, uint32_t vlimit, int &nv, int &vmin, int &vmax) {
+static __device__ __forceinline__ void tt_fetch(int (&v)[DSV4_TT_UNROLL][4], const int32_t *__restrict__ in, int seg,
+                                                int lane, int ncols) {
 #pragma unroll
     for (int u = 0; u < DSV4_TT_UNROLL; ++u) {
         const int c = (seg >> 2) + lane + 32 * u;
@@ -61,21 +67,36 @@ static __device__ __forceinline__ void tt_load(int (&v)[DSV4_TT_UNROLL][4], cons
 #pragma unroll
             for (int e = 0; e < 4; ++e) v[u][e] = -1;
         }
+    }
+}
+
+/* MASK: sets fetched columns past ncols to -1 (only 16-byte loads of a packed row, which
+ * ends inside a chunk, need it: element loads and whole dense rows are exact). Then
+ * accumulates this lane's valid count, smallest and largest valid index. */
+template <bool MASK>
+static __device__ __forceinline__ void tt_tally(int (&v)[DSV4_TT_UNROLL][4], int seg, int lane, int ncols,
+                                                uint32_t vlimit, int &nv, int &vmin, int &vmax) {
+#pragma unroll
+    for (int u = 0; u < DSV4_TT_UNROLL; ++u)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            if (4 * c + e >= ncols) v[u][e] = -1;
+            if (MASK && 4 * ((seg >> 2) + lane + 32 * u) + e >= ncols) v[u][e] = -1;
             if ((uint32_t)v[u][e] < vlimit) {
                 vmin = min(vmin, v[u][e]);
                 vmax = max(vmax, v[u][e]);
                 ++nv;
             }
         }
-    }
 }
 
 /* Translates and stores the segment's chunks. A page inside the window is read from the
  * shared slice; any other page (nothing staged, a later segment's index outside segment
- * 0's range, the table's last width % 4 pages) from the table row `tab` through L1. */
+ * 0's range, the table's last width % 4 pages) from the table row `tab` through L1.
+ * Branch-free on purpose: every element reads the slice (at offset 0 when its page is
+ * outside the window, a harmless in-bounds read) and only the misses issue a predicated
+ * global load, so a chunk's four lookups are in flight together. With an if/else per
+ * element ptxas emitted a branch region per lookup that waited for each shared load in
+ * turn (about 25 instructions and one shared-memory latency per element). */
 template <bool VOUT, bool PACKED>
 static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4], int seg,
                                                int lane, int ncols, uint32_t vlimit, const int32_t *__restrict__ tab,
@@ -89,12 +110,12 @@ static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const 
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const uint32_t x = (uint32_t)v[u][e];
-            o[e] = -1;
-            if (x < vlimit) {
-                const uint32_t page = dsv4_idx_div(x, p.bs_div), off = page - win.base;
-                const int32_t phys = off < win.len ? stage[off] : __ldg(tab + page);
-                o[e] = (int32_t)((uint32_t)phys * bs + (x - page * bs));
-            }
+            const bool ok = x < vlimit;
+            const uint32_t page = dsv4_idx_div(x, p.bs_div), off = page - win.base;
+            const bool hit = off < win.len;
+            int32_t phys = stage[hit ? off : 0u];
+            if (ok && !hit) phys = __ldg(tab + page);
+            o[e] = ok ? (int32_t)((uint32_t)phys * bs + (x - page * bs)) : -1;
         }
         if (PACKED) {
 #pragma unroll
@@ -142,7 +163,8 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
     const uint32_t vlimit = rok ? p.vlimit : 0u; /* no valid index for an unknown request */
     int v[DSV4_TT_UNROLL][4];
     int nv = 0, vmin = 0x7FFFFFFF, vmax = -1;
-    tt_load<VIN>(v, in, 0, lane, ncols, vlimit, nv, vmin, vmax);
+    tt_fetch<VIN>(v, in, 0, lane, ncols);
+    tt_tally<VIN && PACKED>(v, 0, lane, ncols, vlimit, nv, vmin, vmax);
     nv = dsv4_idx_warp_sum(nv);
     tt_window win = {0u, 0u};
     if (nv > 0) /* warp-uniform */
@@ -151,13 +173,14 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
     for (int seg = 0; seg < ncols; seg += DSV4_TT_SEG) {
         int next[DSV4_TT_UNROLL][4];
         const bool more = seg + DSV4_TT_SEG < ncols;
-        if (more) tt_load<VIN>(next, in, seg + DSV4_TT_SEG, lane, ncols, vlimit, later, vmin, vmax);
+        if (more) tt_fetch<VIN>(next, in, seg + DSV4_TT_SEG, lane, ncols);
         if (seg == 0 && win.len > 0) {
             dsv4_cp_async_wait<0>();
             __syncwarp(); /* every lane's chunks are in the slice */
         }
         tt_emit<VOUT, PACKED>(p, v, seg, lane, ncols, vlimit, tab, stage, win, dst);
-        if (more) {
+        if (more) { /* counted only now: counting right after the fetch would wait for it */
+            tt_tally<VIN && PACKED>(next, seg + DSV4_TT_SEG, lane, ncols, vlimit, later, vmin, vmax);
 #pragma unroll
             for (int u = 0; u < DSV4_TT_UNROLL; ++u)
 #pragma unroll
@@ -168,17 +191,80 @@ static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t 
     return ncols > DSV4_TT_SEG ? nv + dsv4_idx_warp_sum(later) : nv;
 }
 
+/* Dense translation, grid-stride over units: a unit is one 512-column segment of a row;
+ * warp g of the grid takes rows g, g + nw, g + 2 nw, ... (nw = warps in the grid, sized by
+ * the launcher to what is resident). The loads of the warp's next unit (the next segment,
+ * or segment 0 of its next row, with that row's token_to_req and is_valid) are issued
+ * before the current unit waits for its table pages, so the top-k round trip of every row
+ * but the warp's first is hidden behind the previous row's table round trip and stores. */
 template <bool VEC>
 __global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_dense_kernel(const dsv4_tt_params_t p) {
     __shared__ __align__(16) int32_t stage[DSV4_TT_WARPS][DSV4_TT_STAGE_PAGES];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t t = (int64_t)blockIdx.x * DSV4_TT_WARPS + warp;
+    const int64_t nw = (int64_t)gridDim.x * DSV4_TT_WARPS;
+    int64_t t = (int64_t)blockIdx.x * DSV4_TT_WARPS + warp;
     if (t >= p.num_tokens) return; /* whole warps; the kernel has no CTA barrier */
-    const int req = __ldg(p.token_to_req + t);
-    const bool valid = __ldg(p.is_valid + t) != 0;
-    const bool rok = (unsigned)req < (unsigned)p.num_reqs;
-    const int n = tt_row<VEC, VEC, false>(p, t, req, rok, p.out + t * p.out_stride, p.topk, stage[warp], lane);
-    if (lane == 0) p.lens[t] = (rok && valid) ? n : 0;
+    const int K = p.topk;
+    int v[DSV4_TT_UNROLL][4];
+    int req = __ldg(p.token_to_req + t);
+    bool valid = __ldg(p.is_valid + t) != 0;
+    tt_fetch<VEC>(v, p.topk_indices + t * p.topk_stride, 0, lane, K);
+    tt_window win = {0u, 0u};
+    int seg = 0, row_nv = 0, row_n0 = 0; /* lane's valid count over the row so far; segment 0's warp total */
+    for (;;) {
+        /* Prefetch the next unit. */
+        int64_t tn = t;
+        int segn = seg + DSV4_TT_SEG;
+        if (segn >= K) {
+            tn = t + nw;
+            segn = 0;
+        }
+        const bool more = tn < p.num_tokens;
+        int nx[DSV4_TT_UNROLL][4];
+        int reqn = req;
+        bool validn = valid;
+        if (more) {
+            tt_fetch<VEC>(nx, p.topk_indices + tn * p.topk_stride, segn, lane, K);
+            if (segn == 0) {
+                reqn = __ldg(p.token_to_req + tn);
+                validn = __ldg(p.is_valid + tn) != 0;
+            }
+        }
+        /* The current unit. */
+        const bool rok = (unsigned)req < (unsigned)p.num_reqs;
+        const uint32_t vlimit = rok ? p.vlimit : 0u; /* no valid index for an unknown request */
+        const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
+        int nv = 0, vmin = 0x7FFFFFFF, vmax = -1;
+        tt_tally<false>(v, seg, lane, K, vlimit, nv, vmin, vmax);
+        if (seg == 0) {
+            row_nv = 0;
+            win.len = 0u;
+            row_n0 = __reduce_add_sync(DSV4_IDX_FULL, nv);
+            if (row_n0 > 0) /* warp-uniform */
+                win = tt_stage(p, tab, stage[warp], row_n0, __reduce_min_sync(DSV4_IDX_FULL, vmin),
+                               __reduce_max_sync(DSV4_IDX_FULL, vmax), lane);
+            if (win.len > 0) {
+                dsv4_cp_async_wait<0>();
+                __syncwarp(); /* every lane's chunks are in the slice */
+            }
+        }
+        row_nv += nv;
+        tt_emit<VEC, false>(p, v, seg, lane, K, vlimit, tab, stage[warp], win, p.out + t * p.out_stride);
+        if (seg + DSV4_TT_SEG >= K) { /* the row's last unit */
+            const int n = K <= DSV4_TT_SEG ? row_n0 : __reduce_add_sync(DSV4_IDX_FULL, row_nv);
+            if (lane == 0) p.lens[t] = (rok && valid) ? n : 0;
+            __syncwarp(); /* the next row's staging may overwrite the slice */
+        }
+        if (!more) break;
+        t = tn;
+        seg = segn;
+        req = reqn;
+        valid = validn;
+#pragma unroll
+        for (int u = 0; u < DSV4_TT_UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[u][e] = nx[u][e];
+    }
 }
 
 template <bool VIN>
@@ -253,11 +339,19 @@ __global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_pack_ker
 
 extern "C" dsv4_status_t dsv4_topk_translate_launch(const dsv4_tt_params_t *p, dsv4_stream_t stream) {
     static const char *op = "topk_translate";
-    static int smem_vec, smem_scalar;
+    static int smem_vec, smem_scalar, occ[2];
     if (p->num_tokens == 0) return DSV4_STATUS_SUCCESS;
     const void *k = p->vec ? (const void *)tt_dense_kernel<true> : (const void *)tt_dense_kernel<false>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, p->vec ? &smem_vec : &smem_scalar));
-    const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS);
+    /* One warp per row (grid ceil(T / 4)) when rows have several segments: the hardware
+     * then hands out CTAs as earlier ones finish, which balances rows of very different
+     * cost better than a static grid-stride split (H200, T = 8192, K = 2048: 46.7 us
+     * against 50.7 us resident). Single-segment rows (K <= 512) gain from the resident
+     * grid's cross-row prefetch instead (warm inputs: 13.9 us against 15.0 us). */
+    const int64_t need = ((int64_t)p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS;
+    const unsigned grid = p->topk > DSV4_TT_SEG && dsv4_idx_grid_cap == 0
+                              ? (unsigned)need
+                              : dsv4_idx_resident_grid(k, DSV4_TT_THREADS, need, &occ[p->vec != 0]);
     if (p->vec)
         tt_dense_kernel<true><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
     else

@@ -95,6 +95,8 @@ void test_translate_packed_gpu(th_ctx_t *t);
 void test_combine_gpu_warmup(th_ctx_t *t);
 void test_combine_gpu_random(th_ctx_t *t);
 void test_combine_gpu_requests(th_ctx_t *t);
+void test_translate_gpu_grid_stride(th_ctx_t *t);
+void test_combine_gpu_grid_stride(th_ctx_t *t);
 void test_decode_swa_gpu_random(th_ctx_t *t);
 void test_bad_input_cpu(th_ctx_t *t);
 void test_bad_input_gpu(th_ctx_t *t);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "idx_test.h"
+#include "indices/index_check.h" /* dsv4_idx_grid_cap: the grid-stride test hook */
 
 enum {
     CMB_QSL_OFFSET = 1, /* qsl[0] != 0: the op must rebase                       */
@@ -244,4 +245,29 @@ void test_combine_gpu_requests(th_ctx_t *t) {
             cmb_check_case(t, &c, 0, 0);
             cmb_case_free(&c);
         }
+}
+
+/* The kernel walks rows grid-stride with the next unit's loads issued early; with the grid
+ * capped at 1 and 3 CTAs every warp takes many rows (and so crosses requests, batches and
+ * the uncovered rows): random shapes with every perturbation, both modes, both pointer
+ * paths, and the 32-ary request search (R = 40). */
+void test_combine_gpu_grid_stride(th_ctx_t *t) {
+    static const int64_t ratios[] = {0, 1, 2, 4, 128}, topks[] = {0, 512, 1024, 2048, 8192};
+    th_rng_t *r = th_rng(t);
+    for (int cap = 1; cap <= 3 && !th_failed(t); cap += 2) {
+        dsv4_idx_grid_cap = cap;
+        for (int i = 0; i < 10 && !th_failed(t); ++i) {
+            const int64_t ratio = ratios[th_rng_range(r, 0, 4)], TOP_K = topks[th_rng_range(r, 0, 4)];
+            const int64_t W = th_rng_range(r, 0, 2) ? 128 : 7;
+            const int64_t mode = ratio > 0 && th_rng_range(r, 0, 1) ? DSV4_COMBINE_V4 : DSV4_COMBINE_V4_1;
+            const int64_t C = dsv4_combine_topk_swa_cols(TOP_K, W), T_max = 600000 / C < 600 ? 600000 / C : 600;
+            const size_t in_off = th_rng_range(r, 0, 3) == 0 ? 4 : 0, out_off = th_rng_range(r, 0, 3) == 0 ? 4 : 0;
+            cmb_case_t c;
+            cmb_case_make(r, &c, i == 9 ? 40 : th_rng_range(r, 1, 8), th_rng_range(r, 1, T_max), ratio, TOP_K, W, mode,
+                          (int)th_rng_range(r, 0, 255), 20000);
+            cmb_check_case(t, &c, in_off, out_off);
+            cmb_case_free(&c);
+        }
+    }
+    dsv4_idx_grid_cap = 0;
 }

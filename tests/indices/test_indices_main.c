@@ -24,6 +24,8 @@ static const th_test_t tests[] = {
     {"indices.gpu_combine_warmup", test_combine_gpu_warmup, TH_GPU},
     {"indices.gpu_combine_random", test_combine_gpu_random, TH_GPU},
     {"indices.gpu_combine_requests", test_combine_gpu_requests, TH_GPU},
+    {"indices.gpu_translate_grid_stride", test_translate_gpu_grid_stride, TH_GPU},
+    {"indices.gpu_combine_grid_stride", test_combine_gpu_grid_stride, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }

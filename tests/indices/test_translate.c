@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "idx_test.h"
+#include "indices/index_check.h" /* dsv4_idx_grid_cap: the grid-stride test hook */
 
 enum { KIND_NARROW, KIND_WIDE, KIND_SPARSE, KIND_TINY, KIND_JUNK, KIND_MIX };
 static const char *kind_name[] = {"narrow", "wide", "sparse", "tiny", "junk", "mix"};
@@ -280,4 +281,24 @@ void test_translate_gpu_model(th_ctx_t *t) {
         if (i == 0) tt_check_case(t, &c, 0, 0, 1);
         tt_case_free(&c);
     }
+}
+
+/* The dense kernel walks rows grid-stride with the next row prefetched across the row
+ * boundary; on the device's resident grid most test shapes give a warp one row. With the
+ * grid capped at 1 and 3 CTAs every warp takes many rows: multi-segment rows, K not a
+ * multiple of 4, padded strides, misaligned pointers, unknown requests, junk rows. */
+void test_translate_gpu_grid_stride(th_ctx_t *t) {
+    static const size_t pick[] = {2, 4, 6, 7, 11, 12, 15, 16};
+    th_rng_t *r = th_rng(t);
+    for (int cap = 1; cap <= 3 && !th_failed(t); cap += 2) {
+        dsv4_idx_grid_cap = cap;
+        for (size_t i = 0; i < sizeof pick / sizeof pick[0] && !th_failed(t); ++i) {
+            const tt_shape_t *s = &tt_shapes[pick[i]];
+            tt_case_t c;
+            tt_case_make(r, &c, s->T, s->K, s->R, s->width, s->bs, s->kind, s->pad);
+            tt_check_case(t, &c, s->in_off, s->out_off, 0);
+            tt_case_free(&c);
+        }
+    }
+    dsv4_idx_grid_cap = 0;
 }
