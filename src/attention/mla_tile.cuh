@@ -138,15 +138,18 @@ static __device__ __forceinline__ void mla_key_id_async(const mla_params_t &p, c
     else *dst = -1;
 }
 
-/* The CTA's id ranges into L2 up front, so the ids fetched per tile never wait on DRAM. */
-template <class C> static __device__ __forceinline__ void mla_prefetch_ids(const mla_params_t &p, const MlaWork &w) {
+/* Token t's id rows (every list, the whole width) into L2, issued before the lengths
+ * arrive: the split's range is only known after that round trip, and without this its
+ * first ids would be a second dependent DRAM round trip (the split CTAs of one token
+ * prefetch the same lines; L2 keeps one copy). */
+template <class C> static __device__ __forceinline__ void mla_prefetch_id_rows(const mla_params_t &p, int t) {
 #pragma unroll
     for (int L = 0; L < 2; ++L) {
-        if (w.count[L] == 0) continue;
-        const char *a = (const char *)(p.list[L].ids + (int64_t)w.t * p.list[L].stride + w.begin[L]);
-        const int bytes = 4 * w.count[L];
-        for (int off = 128 * (int)threadIdx.x; off < bytes + 127; off += 128 * C::THREADS)
-            dsv4_prefetch_l2(a + min(off, bytes - 1)); /* stays inside the range */
+        if (L >= p.num_lists) break;
+        const char *a = (const char *)(p.list[L].ids + (int64_t)t * p.list[L].stride);
+        /* one line per thread: the first 32 * THREADS ids (4096 or more), a hint only */
+        const int64_t bytes = 4 * p.list[L].width, off = 128 * (int64_t)threadIdx.x;
+        if (off < bytes + 127) dsv4_prefetch_l2(a + (off < bytes ? off : bytes - 1)); /* inside the row */
     }
 }
 
@@ -311,6 +314,8 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         if (tid == 0)
             w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
     }
+    if (C::NW <= 4) /* the 8-warp config spills with it (128-register cap) */
+        mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
     /* Q slice as A fragments, loaded before the barrier (independent of the lists).
      * a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
     uint32_t qf[C::MT][C::KS][4];
@@ -344,10 +349,9 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         sm.c.l[tid] = 0.0f;
     }
     __syncthreads();
-    /* L2 prefetch of the ids and rows ahead; not in the 8-warp config: at its 128-register
-     * cap it spills on sm_90, and its 16 resident warps per SM hide more latency anyway. */
+    /* L2 prefetch of the rows ahead; not in the 8-warp config: at its 128-register cap it
+     * spills on sm_90, and its 16 resident warps per SM hide more latency anyway. */
     constexpr int PF = C::NW > 4 ? 0 : Prod::PREFETCH_TILES;
-    if (PF > 0) mla_prefetch_ids<C>(p, w);
 
     /* Prologue: tiles 0 and 1 into the two buffers at once (a short split waits for one
      * round trip, not two), tiles 2 .. PF-1 into L2; the ids of tile 2 (copied at

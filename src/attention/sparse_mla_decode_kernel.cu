@@ -92,37 +92,51 @@ struct MlaDecodeProd {
         dsv4_prefetch_l2(r.part < 5 ? rec.data + 128 * r.part : rec.scales);
     }
 
-    /* Dequantize raw[buf] into the bf16 tile; a barrier makes it visible to all warps. */
+    /* Dequantize raw[buf] into the bf16 tile; a barrier makes it visible to all warps.
+     * The tile's 16 x 28 NoPE chunks (16 codes each) and 16 x 8 RoPE chunks (8 bf16 each)
+     * are two flat job lists walked with stride THREADS: 448 and 128 are multiples of 32,
+     * so every warp takes the same kind of job in each step (no divergent NoPE / RoPE
+     * paths, which the per-row walk of v1-v4 executed both of in most warps). */
     template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf) {
-        const int row = threadIdx.x / C::TPR, part = threadIdx.x % C::TPR;
-        const uint8_t *raw = sm.raw[buf][row];
-        const uint8_t *sc = raw + 576 + ((sm.c.meta[buf][row] >> 1) & 1) * 8;
-        uint16_t *dst = sm.k[row];
 #pragma unroll 1 /* a rolled loop keeps the 8-warp config within 128 registers */
-        for (int c = part; c < 36; c += C::TPR) {
+        for (int j = threadIdx.x; j < MLA_N * 28; j += C::THREADS) {
+            const int row = j / 28, c = j - row * 28; /* 16 codes of dims 16c .. 16c+15 */
+            const uint8_t *raw = sm.raw[buf][row];
             const uint4 v = *(const uint4 *)(raw + 16 * c);
-            if (c < 28) { /* 16 codes of dims 16c .. 16c+15, scale block c/4 */
-                const uint32_t enc = sc[c >> 2], sb = dsv4_ue8m0_bf16x2(enc);
-                const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-                uint32_t d[8];
+            const uint32_t enc = raw[576 + ((sm.c.meta[buf][row] >> 1) & 1) * 8 + (c >> 2)];
+            const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+            uint32_t d[8];
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    uint32_t r[2];
-                    dsv4_e4m3x4_raw_bf16(mla_zero_nan_codes(w4[k]), r);
-                    d[2 * k] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(r[0], DSV4_BF16X2_2POW120), sb);
-                    d[2 * k + 1] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(r[1], DSV4_BF16X2_2POW120), sb);
+            for (int k = 0; k < 4; ++k) dsv4_e4m3x4_raw_bf16(mla_zero_nan_codes(w4[k]), d + 2 * k);
+            /* The raw codes are the values times 2^-120. Fast path: one multiply by
+             * 2^(enc-7), a normal bf16 for 1 <= enc <= 134 (every scale the writer makes for
+             * amax <= 448 * 2^7). Otherwise by 2^120, then by the scale. Both round the
+             * same exact product once: equal bits. The branch is warp-uniform so the rare
+             * path costs nothing when no lane takes it (as a predicated path it did). */
+            if (!__any_sync(0xffffffffu, enc - 1u >= 134u)) {
+                const uint32_t s1 = dsv4_ue8m0_bf16x2(enc + 120u);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) d[i] = dsv4_bf16x2_mul(d[i], s1);
+            } else {
+                const uint32_t sb = dsv4_ue8m0_bf16x2(enc);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    d[i] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(d[i], DSV4_BF16X2_2POW120), sb);
+                    /* exact and finite below enc 255; at 255 (scale +inf) a zero code
+                     * gives 0 * inf = NaN, read as 0 like upstream */
+                    if (enc == 255) d[i] = mla_scrub_nan(d[i]);
                 }
-                /* The products are exact and finite below enc 255; at 255 (scale +inf)
-                 * a zero code gives 0 * inf = NaN, read as 0 like upstream. */
-                if (enc == 255)
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) d[i] = mla_scrub_nan(d[i]);
-                *(uint4 *)(dst + 16 * c) = make_uint4(d[0], d[1], d[2], d[3]);
-                *(uint4 *)(dst + 16 * c + 8) = make_uint4(d[4], d[5], d[6], d[7]);
-            } else { /* 8 RoPE bf16 of dims 448 + 8(c-28) .. */
-                *(uint4 *)(dst + 448 + 8 * (c - 28)) =
-                    make_uint4(mla_scrub_nan(v.x), mla_scrub_nan(v.y), mla_scrub_nan(v.z), mla_scrub_nan(v.w));
             }
+            uint16_t *dst = sm.k[row] + 16 * c;
+            *(uint4 *)dst = make_uint4(d[0], d[1], d[2], d[3]);
+            *(uint4 *)(dst + 8) = make_uint4(d[4], d[5], d[6], d[7]);
+        }
+#pragma unroll 1
+        for (int j = threadIdx.x; j < MLA_N * 8; j += C::THREADS) { /* 8 RoPE bf16 of dims 448 + 8c .. */
+            const int row = j >> 3, c = j & 7;
+            const uint4 v = *(const uint4 *)(sm.raw[buf][row] + 448 + 16 * c);
+            *(uint4 *)(sm.k[row] + 448 + 8 * c) =
+                make_uint4(mla_scrub_nan(v.x), mla_scrub_nan(v.y), mla_scrub_nan(v.z), mla_scrub_nan(v.w));
         }
         __syncthreads();
         return &sm.k[0][0];
