@@ -23,6 +23,7 @@
  * GPU each case runs its reference on a small input of the same shape and checks invariants
  * of the result.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,37 @@ int idxb_rotations(const bench_ctx_t *ctx, double out_bytes) {
     const double l2 = ctx->dev.l2_bytes > 0 ? (double)ctx->dev.l2_bytes : 64e6;
     const int n = (int)(2.0 * l2 / out_bytes) + 1;
     return n < 2 ? 2 : n > 64 ? 64 : n;
+}
+/* The output pointer fields are typed (int32_t *): read and written as bytes (memcpy). */
+static void *idxb_get(const char *rot, size_t size, int i, size_t off) {
+    void *p;
+    memcpy(&p, rot + size * i + off, sizeof p);
+    return p;
+}
+void idxb_rot_free(void *rot, size_t size, int nrot, const size_t off[2]) {
+    for (int i = 1; rot && i < nrot; ++i)
+        for (int k = 0; k < 2; ++k) bench_dev_free(idxb_get(rot, size, i, off[k]));
+    free(rot);
+}
+void *idxb_rot_alloc(const void *state, size_t size, int nrot, const size_t off[2], const size_t bytes[2],
+                     void **states) {
+    char *rot = calloc((size_t)nrot, size);
+    if (!rot) return NULL;
+    int ok = 1;
+    for (int i = 0; i < nrot; ++i) {
+        memcpy(rot + size * i, state, size);
+        states[i] = rot + size * i;
+        for (int k = 0; i > 0 && k < 2; ++k) {
+            void *p = ok ? bench_dev_alloc(bytes[k]) : NULL;
+            memcpy(rot + size * i + off[k], &p, sizeof p);
+            ok = ok && p;
+        }
+    }
+    if (!ok) {
+        idxb_rot_free(rot, size, nrot, off);
+        return NULL;
+    }
+    return rot;
 }
 
 /* ---- combine ----------------------------------------------------------------------------- */
@@ -202,27 +234,16 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
         }
         /* IDXB_WARM_IN: copies of the case with their own outputs (inputs shared). */
         const int nrot = warm == IDXB_WARM_IN ? idxb_rotations(ctx, 4.0 * (double)(Tn * C + Tn)) : 1;
-        cmb_state_t *rot = calloc((size_t)nrot, sizeof *rot);
+        const size_t off[2] = {offsetof(cmb_state_t, dev.combined), offsetof(cmb_state_t, dev.combined_lens)};
+        const size_t outb[2] = {(size_t)(Tn * C) * 4, (size_t)Tn * 4};
         void *states[64];
-        int alloc_ok = rot != NULL;
-        for (int i = 0; i < nrot && alloc_ok; ++i) {
-            rot[i] = s;
-            if (i > 0) {
-                rot[i].dev.combined = bench_dev_alloc((size_t)(Tn * C) * 4);
-                rot[i].dev.combined_lens = bench_dev_alloc((size_t)Tn * 4);
-                alloc_ok = rot[i].dev.combined && rot[i].dev.combined_lens;
-            }
-            states[i] = &rot[i];
-        }
+        void *rot = idxb_rot_alloc(&s, sizeof s, nrot, off, outb, states);
+        const int alloc_ok = rot != NULL;
         const dsv4_status_t st = !alloc_ok             ? DSV4_STATUS_CUDA_ERROR
                                  : warm == IDXB_WARM_IN ? bench_time_rotated(ctx, cmb_launch, states, nrot, 1, &tm)
                                  : warm == IDXB_WARM    ? bench_time_warm(ctx, cmb_launch, &s, &tm)
                                                         : bench_time(ctx, cmb_launch, &s, &tm);
-        for (int i = 1; rot && i < nrot; ++i) {
-            bench_dev_free(rot[i].dev.combined);
-            bench_dev_free(rot[i].dev.combined_lens);
-        }
-        free(rot);
+        idxb_rot_free(rot, sizeof s, nrot, off);
         if (st != DSV4_STATUS_SUCCESS) {
             printf("%s %s: %s\n", op, name, dsv4_last_error());
             ok = 0;

@@ -30,6 +30,13 @@ int idxb_timing_mode(const char *case_name);
 const char *idxb_timing_name(int mode);
 /* Output copies IDXB_WARM_IN rotates over for `out_bytes` of output per run. */
 int idxb_rotations(const bench_ctx_t *ctx, double out_bytes);
+/* The copies IDXB_WARM_IN times: nrot copies of a case state (`size` bytes at `state`),
+ * each after the first with its own two output buffers (the device pointers at byte offsets
+ * off[0], off[1] of the state, bytes[0], bytes[1] long); the inputs stay shared. Fills
+ * states[0..nrot-1] (nrot <= 64); NULL if an allocation failed. Free with idxb_rot_free. */
+void *idxb_rot_alloc(const void *state, size_t size, int nrot, const size_t off[2], const size_t bytes[2],
+                     void **states);
+void idxb_rot_free(void *rot, size_t size, int nrot, const size_t off[2]);
 
 /* Translation cases, dense or packed by `op`; T, K and the timing from the case name
  * ("T=<tokens> K=<topk> ...", "warm-inputs"). */

@@ -4,6 +4,7 @@
  * of 1K-64K tokens, max_model_len 128K; compressed cache at ratio 4 with 64-token blocks
  * (bs = 16, 2048 pages per table row); SWA cache with 64-slot pages.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,29 +184,18 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
     }
     /* IDXB_WARM_IN (dense only): copies of the case with their own outputs, inputs shared. */
     const int nrot = warm == IDXB_WARM_IN && !packed ? idxb_rotations(ctx, 4.0 * (double)(T * K + T)) : 1;
-    tt_state_t *rot = calloc((size_t)nrot, sizeof *rot);
+    const size_t off[2] = {offsetof(tt_state_t, dev.global_indices), offsetof(tt_state_t, dev.lens)};
+    const size_t outb[2] = {(size_t)(T * K) * 4, (size_t)T * 4};
     void *states[64];
-    int alloc_ok = rot != NULL;
-    for (int i = 0; i < nrot && alloc_ok; ++i) {
-        rot[i] = s;
-        if (i > 0) {
-            rot[i].dev.global_indices = bench_dev_alloc((size_t)(T * K) * 4);
-            rot[i].dev.lens = bench_dev_alloc((size_t)T * 4);
-            alloc_ok = rot[i].dev.global_indices && rot[i].dev.lens;
-        }
-        states[i] = &rot[i];
-    }
+    void *rot = idxb_rot_alloc(&s, sizeof s, nrot, off, outb, states);
+    const int alloc_ok = rot != NULL;
     bench_launch_fn fn = packed ? tt_launch_packed : tt_launch;
     bench_timing_t tm;
     const dsv4_status_t st = !ok || !alloc_ok     ? DSV4_STATUS_CUDA_ERROR
                              : nrot > 1          ? bench_time_rotated(ctx, fn, states, nrot, 1, &tm)
                              : warm == IDXB_COLD ? bench_time(ctx, fn, &s, &tm)
                                                  : bench_time_warm(ctx, fn, &s, &tm);
-    for (int i = 1; rot && i < nrot; ++i) {
-        bench_dev_free(rot[i].dev.global_indices);
-        bench_dev_free(rot[i].dev.lens);
-    }
-    free(rot);
+    idxb_rot_free(rot, sizeof s, nrot, off);
     if (st == DSV4_STATUS_SUCCESS) {
         char shape[240];
         snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d",

@@ -205,10 +205,7 @@ template <bool V4, bool VEC> __global__ void __launch_bounds__(DSV4_CMB_THREADS)
         t = tn;
         base = basen;
         w = wn;
-#pragma unroll
-        for (int u = 0; u < DSV4_CMB_UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) v[u][e] = nx[u][e];
+        dsv4_idx_take(v, nx);
     }
 }
 

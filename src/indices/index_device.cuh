@@ -32,6 +32,16 @@ static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t
     }
 }
 
+/* dst = src for a batch of U chunks: the next row's prefetched chunks become the current
+ * ones at the end of a multi-row warp loop (registers only, unrolled). */
+template <int U>
+static __device__ __forceinline__ void dsv4_idx_take(int (&dst)[U][4], const int (&src)[U][4]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[u][e] = src[u][e];
+}
+
 /* Store columns 4c .. 4c+3 (those < ncols in the element form). The outputs are written
  * once and read by another kernel later, so the stores are streaming (evict-first). */
 template <bool VEC>

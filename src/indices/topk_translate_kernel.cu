@@ -260,10 +260,7 @@ __global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_dense_ke
         seg = segn;
         req = reqn;
         valid = validn;
-#pragma unroll
-        for (int u = 0; u < DSV4_TT_UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) v[u][e] = nx[u][e];
+        dsv4_idx_take(v, nx);
     }
 }
 
