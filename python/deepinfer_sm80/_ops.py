@@ -54,7 +54,7 @@ def is_torch(x):
 
 
 def shape(x):
-    return tuple(int(s) for s in x.shape)
+    return tuple(x.shape)  # torch.Size and numpy shapes hold Python ints already
 
 
 def arg(op, name, x, kind, ndim=None, dims=None, inner_contiguous=True, optional=False):
@@ -71,35 +71,38 @@ def arg(op, name, x, kind, ndim=None, dims=None, inner_contiguous=True, optional
         raise TypeError(f"{op}: {name} must be a torch tensor or numpy array, got {type(x).__name__}")
     if not ok:
         raise TypeError(f"{op}: {name} has dtype {x.dtype}, expected {_KIND_TEXT[kind]}")
+    have = shape(x)
     if ndim is not None:
         nd = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        if len(x.shape) not in nd:
-            raise ValueError(f"{op}: {name} has shape {shape(x)}, expected {' or '.join(map(str, nd))} dimensions")
+        if len(have) not in nd:
+            raise ValueError(f"{op}: {name} has shape {have}, expected {' or '.join(map(str, nd))} dimensions")
     if dims is not None:
         for i, want in enumerate(dims):
-            if want is not None and shape(x)[i] != want:
-                raise ValueError(f"{op}: {name} has shape {shape(x)}; dimension {i} must be {want}")
-    if 0 in shape(x):  # empty: nothing is addressed, strides do not matter
+            if want is not None and have[i] != want:
+                raise ValueError(f"{op}: {name} has shape {have}; dimension {i} must be {want}")
+    if 0 in have:  # empty: nothing is addressed, strides do not matter
         return x
-    if inner_contiguous and len(x.shape) and shape(x)[-1] > 1 and strides(x)[-1] != 1:
-        raise ValueError(f"{op}: {name} must have a contiguous last dimension (strides {strides(x)})")
-    if any(s < 0 for s in strides(x)):
-        raise ValueError(f"{op}: {name} has a negative stride {strides(x)}")
+    st = strides(x)
+    if inner_contiguous and have and have[-1] > 1 and st[-1] != 1:
+        raise ValueError(f"{op}: {name} must have a contiguous last dimension (strides {st})")
+    if any(s < 0 for s in st):
+        raise ValueError(f"{op}: {name} has a negative stride {st}")
     return x
 
 
 def contiguous(op, name, x):
     """Require a dense row-major tensor (the library reads it without strides)."""
-    if x is None or 0 in shape(x):
+    have = shape(x) if x is not None else ()
+    if x is None or 0 in have:
         return x
     expect, acc = [], 1
-    for n in reversed(shape(x)):
+    for n in reversed(have):
         expect.append(acc)
         acc *= n
     expect = tuple(reversed(expect))
     real = strides(x)
-    if any(n > 1 and s != e for n, s, e in zip(shape(x), real, expect)):
-        raise ValueError(f"{op}: {name} must be contiguous (shape {shape(x)}, strides {real})")
+    if any(n > 1 and s != e for n, s, e in zip(have, real, expect)):
+        raise ValueError(f"{op}: {name} must be contiguous (shape {have}, strides {real})")
     return x
 
 
@@ -177,20 +180,26 @@ class Op:
                 raise ValueError(f"{self.name}: a CUDA workspace was passed for host tensors")
             check(self.ref(ctypes.byref(desc), ctypes.byref(args)))
             return
-        with torch.cuda.device(anchor.device):
-            need = self.workspace_size(desc)
-            if workspace is None:
-                # Allocated on the current stream, outside the C call; inside a CUDA-graph
-                # capture it comes from the graph's private pool.
-                workspace = torch.empty(need, dtype=torch.uint8, device=anchor.device) if need else None
-            elif not is_cuda(workspace) or workspace.device != anchor.device:
-                raise ValueError(f"{self.name}: workspace must be a CUDA tensor on {anchor.device}")
-            ws_ptr = addr(workspace) if workspace is not None else None
-            ws_bytes = nbytes(workspace) if workspace is not None else 0
-            stream = current_stream(anchor)
-            if not stream.value:  # pragma: no cover - current_stream never returns NULL
-                raise RuntimeError(f"{self.name}: refusing to pass a NULL stream")
-            check(self.run(ctypes.byref(desc), ctypes.byref(args), ws_ptr, ws_bytes, stream))
+        index = anchor.device.index
+        if torch.cuda.current_device() != index:  # the context switch costs microseconds: only when needed
+            with torch.cuda.device(index):
+                return self._run_cuda(desc, args, anchor, workspace)
+        self._run_cuda(desc, args, anchor, workspace)
+
+    def _run_cuda(self, desc, args, anchor, workspace):
+        need = self.workspace_size(desc)
+        if workspace is None:
+            # Allocated on the current stream, outside the C call; inside a CUDA-graph
+            # capture it comes from the graph's private pool.
+            workspace = torch.empty(need, dtype=torch.uint8, device=anchor.device) if need else None
+        elif not is_cuda(workspace) or workspace.device != anchor.device:
+            raise ValueError(f"{self.name}: workspace must be a CUDA tensor on {anchor.device}")
+        ws_ptr = addr(workspace) if workspace is not None else None
+        ws_bytes = nbytes(workspace) if workspace is not None else 0
+        stream = current_stream(anchor)
+        if not stream.value:  # pragma: no cover - current_stream never returns NULL
+            raise RuntimeError(f"{self.name}: refusing to pass a NULL stream")
+        check(self.run(ctypes.byref(desc), ctypes.byref(args), ws_ptr, ws_bytes, stream))
 
 
 _OPS = {}

@@ -66,6 +66,12 @@ def same_side(*tensors):
 
 
 def current_stream(device_tensor):
-    """torch's current stream for the tensor's device, as a non-NULL handle."""
-    handle = torch.cuda.current_stream(device_tensor.device).cuda_stream
+    """torch's current stream for the tensor's device, as a non-NULL handle. Uses torch's raw
+    query where it exists (torch.cuda.current_stream wraps the same handle in a Stream object,
+    several microseconds a call), else the public path."""
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        handle = raw(device_tensor.device.index)
+    else:
+        handle = torch.cuda.current_stream(device_tensor.device).cuda_stream
     return ctypes.c_void_p(handle or CUDA_STREAM_LEGACY)

@@ -111,6 +111,13 @@ def test_stream_is_never_null(monkeypatch):
     assert isinstance(s, ctypes.c_void_p) and s.value == tensors.CUDA_STREAM_LEGACY
     fake_torch.cuda.current_stream = lambda device: types.SimpleNamespace(cuda_stream=0xABC0)
     assert tensors.current_stream(types.SimpleNamespace(device="cuda:0")).value == 0xABC0
+    # torch's raw query, used where it exists: same rule, and it is asked for the tensor's device.
+    asked = []
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: asked.append(index) or 0)
+    dev = types.SimpleNamespace(device=types.SimpleNamespace(index=3))
+    assert tensors.current_stream(dev).value == tensors.CUDA_STREAM_LEGACY and asked == [3]
+    fake_torch._C._cuda_getCurrentRawStream = lambda index: 0xDEF0
+    assert tensors.current_stream(dev).value == 0xDEF0
 
 
 def test_library_rejects_a_null_stream():
