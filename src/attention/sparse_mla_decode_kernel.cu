@@ -17,11 +17,11 @@
  * upstream (NaN codes are zeroed before decoding, the rest scrubbed only where they can
  * occur). Grid: T * S * H/HC CTAs.
  *
- * Merge (spec/sparse-mla.md section 5): one CTA of 256 threads per (token, head), 2
- * dims per thread; the S (m, l) pairs go through shared memory, the acc rows of all
- * splits are loaded at once into registers (before the (m, l) barrier) and summed in
- * split order; the sink is added exactly once, through the same functions as the
- * direct path (mla_softmax.cuh). static_assert: S <= 32 <= 256 threads.
+ * Merge (spec/sparse-mla.md section 5): one CTA of 128 threads per (token, head), 4
+ * dims per thread; the S (m, l) pairs go through shared memory, the acc rows are read
+ * 8 splits at a time (unrolled, so the loads overlap) and summed in split order; the
+ * sink is added exactly once, through the same functions as the direct path
+ * (mla_softmax.cuh). static_assert: S <= 32 <= 128 threads.
  */
 #include <cuda_runtime.h>
 
@@ -152,7 +152,7 @@ extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, in
 }
 
 /* ---- merge -------------------------------------------------------------------------- */
-#define MLA_MERGE_THREADS 256 /* 2 dims per thread: all S <= 32 splits fit in registers */
+#define MLA_MERGE_THREADS 128
 static_assert(DSV4_MLA_MAX_SPLITS <= MLA_MERGE_THREADS, "one thread per split loads (m, l)");
 
 __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params_t p) {
@@ -160,14 +160,6 @@ __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params
     const int H = p.num_heads, S = p.num_splits;
     const int t = (int)blockIdx.x / H, h = (int)blockIdx.x % H;
     const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
-    /* Every split's acc chunk is loaded first, all at once (they do not depend on m, l):
-     * the kernel then waits for one L2 round trip, not 1 + S/8 (v1-v5 loaded the acc 8
-     * splits a round after the (m, l) barrier; a third of T1's kernel time). */
-    const float *pa = p.part_acc + row0 * 512 + 2 * threadIdx.x;
-    float2 a[DSV4_MLA_MAX_SPLITS];
-#pragma unroll
-    for (int s = 0; s < DSV4_MLA_MAX_SPLITS; ++s)
-        if (s < S) a[s] = *(const float2 *)(pa + (int64_t)s * H * 512);
     /* The S (m, l) pairs are loaded once, in parallel, then every thread combines them in
      * split order (the same bits in every thread). */
     if ((int)threadIdx.x < S) {
@@ -180,18 +172,23 @@ __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params
     M = mla_sink_max(M, p.sink, h);
     float w = mla_rescale(sm_m[0], M);
     float L = __fmul_rn(w, sm_l[0]);
-    float x0 = __fmul_rn(w, a[0].x), x1 = __fmul_rn(w, a[0].y);
-#pragma unroll
-    for (int s = 1; s < DSV4_MLA_MAX_SPLITS; ++s) { /* the sums stay in split order */
-        if (s >= S) continue;
+    const float *pa = p.part_acc + row0 * 512 + 4 * threadIdx.x;
+    float4 a = *(const float4 *)pa;
+    float x0 = __fmul_rn(w, a.x), x1 = __fmul_rn(w, a.y), x2 = __fmul_rn(w, a.z), x3 = __fmul_rn(w, a.w);
+#pragma unroll 8 /* independent loads of 8 splits in flight; the sums stay in split order */
+    for (int s = 1; s < S; ++s) {
         w = mla_rescale(sm_m[s], M);
         L = __fadd_rn(L, __fmul_rn(w, sm_l[s]));
-        x0 = __fadd_rn(x0, __fmul_rn(w, a[s].x));
-        x1 = __fadd_rn(x1, __fmul_rn(w, a[s].y));
+        a = *(const float4 *)(pa + (int64_t)s * H * 512);
+        x0 = __fadd_rn(x0, __fmul_rn(w, a.x));
+        x1 = __fadd_rn(x1, __fmul_rn(w, a.y));
+        x2 = __fadd_rn(x2, __fmul_rn(w, a.z));
+        x3 = __fadd_rn(x3, __fmul_rn(w, a.w));
     }
     L = mla_add_sink(L, p.sink, h, M);
-    uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 2 * threadIdx.x;
-    *(uint32_t *)dst = dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L));
+    uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * threadIdx.x;
+    *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
+                               dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
 }
 
 extern "C" dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream) {
