@@ -131,3 +131,31 @@ void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, voi
     k->num_splits = (int)S;
     k->num_lists = num_lists;
 }
+
+mla_list_params_t mla_decode_list(const dsv4_sparse_mla_list_t *l, const void *cache, const int32_t *ids,
+                                  const int32_t *lens) {
+    mla_list_params_t lp;
+    lp.ids = ids;
+    lp.lens = lens;
+    lp.stride = l->stride ? l->stride : l->width;
+    lp.width = l->width;
+    lp.base = (const uint8_t *)cache;
+    lp.page_tokens = l->cache.page_tokens;
+    lp.row_bytes = l->cache.page_stride_bytes;
+    lp.num_valid = l->cache.num_pages * l->cache.page_tokens;
+    return lp;
+}
+
+mla_list_params_t mla_prefill_list(const dsv4_sparse_mla_prefill_desc_t *d, const void *kv, const int32_t *ids,
+                                   const int32_t *lens) {
+    mla_list_params_t lp;
+    lp.ids = ids;
+    lp.lens = lens;
+    lp.stride = d->ids_stride ? d->ids_stride : d->width;
+    lp.width = d->width;
+    lp.base = (const uint8_t *)kv;
+    lp.page_tokens = 1;
+    lp.row_bytes = (d->kv_stride ? d->kv_stride : DSV4_MLA_DIM) * 2;
+    lp.num_valid = d->kv_rows;
+    return lp;
+}

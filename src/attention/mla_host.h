@@ -39,6 +39,15 @@ int64_t mla_current_sm_count(void);
 
 float mla_scale_or_default(float scale);
 
+/* The list descriptions the kernels and the references both walk: the one mapping from
+ * the public descriptors (stride 0 = width; decode: paged fp8 records, valid ids
+ * [0, num_pages * P); prefill: bf16 rows of kv_stride (0 = 512) elements, valid ids
+ * [0, kv_rows)). */
+mla_list_params_t mla_decode_list(const dsv4_sparse_mla_list_t *l, const void *cache, const int32_t *ids,
+                                  const int32_t *lens);
+mla_list_params_t mla_prefill_list(const dsv4_sparse_mla_prefill_desc_t *d, const void *kv, const int32_t *ids,
+                                   const int32_t *lens);
+
 /* The kernel parameters common to both ops (lists and partials are set by the caller). */
 void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, void *out, const float *sink, float scale,
                      int64_t T, int64_t H, int64_t S, int num_lists);

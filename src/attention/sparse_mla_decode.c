@@ -86,20 +86,6 @@ dsv4_status_t dsv4_sparse_mla_decode_workspace_size(const dsv4_sparse_mla_decode
     return DSV4_STATUS_SUCCESS;
 }
 
-static mla_list_params_t list_params(const dsv4_sparse_mla_list_t *l, const uint8_t *cache, const int32_t *ids,
-                                     const int32_t *lens) {
-    mla_list_params_t lp;
-    lp.ids = ids;
-    lp.lens = lens;
-    lp.stride = l->stride ? l->stride : l->width;
-    lp.width = l->width;
-    lp.base = cache;
-    lp.page_tokens = l->cache.page_tokens;
-    lp.row_bytes = l->cache.page_stride_bytes;
-    lp.num_valid = l->cache.num_pages * l->cache.page_tokens;
-    return lp;
-}
-
 dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
                                      const dsv4_sparse_mla_decode_args_t *a, void *workspace,
                                      size_t workspace_bytes, dsv4_stream_t stream) {
@@ -124,8 +110,8 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
     mla_params_t k;
     mla_params_init(&k, &geom, a->q, a->out, a->sink, desc->scale, desc->num_tokens, desc->num_heads, p.num_splits,
                     desc->has_extra ? 2 : 1);
-    k.list[0] = list_params(&desc->main, a->main_cache, a->main_ids, a->main_lens);
-    k.list[1] = desc->has_extra ? list_params(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
+    k.list[0] = mla_decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens);
+    k.list[1] = desc->has_extra ? mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
     if (p.merge) {
         const size_t rows = (size_t)desc->num_tokens * (size_t)p.num_splits * (size_t)desc->num_heads;
         k.part_acc = (float *)workspace;

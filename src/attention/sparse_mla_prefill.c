@@ -65,15 +65,7 @@ dsv4_status_t dsv4_sparse_mla_prefill(const dsv4_sparse_mla_prefill_desc_t *desc
 
     mla_params_t k;
     mla_params_init(&k, &geom, a->q, a->out, a->sink, desc->scale, desc->num_tokens, desc->num_heads, 1, 1);
-    mla_list_params_t *l = &k.list[0];
-    l->ids = a->ids;
-    l->lens = a->lens;
-    l->width = desc->width;
-    l->stride = desc->ids_stride ? desc->ids_stride : desc->width;
-    l->base = (const uint8_t *)a->kv;
-    l->page_tokens = 1;
-    l->row_bytes = (desc->kv_stride ? desc->kv_stride : DSV4_MLA_DIM) * 2;
-    l->num_valid = desc->kv_rows;
+    k.list[0] = mla_prefill_list(desc, a->kv, a->ids, a->lens);
     k.list[1] = k.list[0];
     return mla_launch_prefill((int)p.config, &k, p.ctas, stream);
 }

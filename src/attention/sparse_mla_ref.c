@@ -15,16 +15,14 @@
 #include "common/error.h"
 #include "dsv4/numerics.h"
 
-/* A source of key rows: up to two lists, each a row fetcher over its own storage. */
+/* A source of key rows: up to two lists (the kernels' list description), each with a row
+ * fetcher over its own storage. */
 typedef struct ref_list {
-    const int32_t *ids, *lens;
-    int64_t width, stride;
-    int (*fetch)(const struct ref_list *l, int32_t id, double *row); /* 0: invalid id */
-    const uint8_t *base;
-    int64_t page_tokens, row_bytes, num_valid;
+    mla_list_params_t p;
+    int (*fetch)(const mla_list_params_t *l, int32_t id, double *row); /* 0: invalid id */
 } ref_list_t;
 
-static int fetch_fp8(const ref_list_t *l, int32_t id, double *row) {
+static int fetch_fp8(const mla_list_params_t *l, int32_t id, double *row) {
     if (id < 0 || (int64_t)id >= l->num_valid) return 0;
     const int64_t page = id / l->page_tokens, pos = id % l->page_tokens;
     const uint8_t *base = l->base + page * l->row_bytes;
@@ -41,7 +39,7 @@ static int fetch_fp8(const ref_list_t *l, int32_t id, double *row) {
     return 1;
 }
 
-static int fetch_bf16(const ref_list_t *l, int32_t id, double *row) {
+static int fetch_bf16(const mla_list_params_t *l, int32_t id, double *row) {
     if (id < 0 || (int64_t)id >= l->num_valid) return 0;
     const uint16_t *r = (const uint16_t *)(l->base + (int64_t)id * l->row_bytes);
     for (int d = 0; d < 512; ++d) row[d] = (double)dsv4_bf16_to_f32(r[d]);
@@ -68,11 +66,11 @@ static void ref_head(const ref_job_t *job, int64_t t, int64_t h) {
     }
     double m = -INFINITY, l = 0.0;
     for (int li = 0; li < job->nlists; ++li) {
-        const ref_list_t *L = &job->list[li];
+        const mla_list_params_t *L = &job->list[li].p;
         int64_t len = L->lens[t];
         len = len < 0 ? 0 : (len > L->width ? L->width : len);
         for (int64_t j = 0; j < len; ++j) {
-            if (!L->fetch(L, L->ids[t * L->stride + j], row)) continue;
+            if (!job->list[li].fetch(L, L->ids[t * L->stride + j], row)) continue;
             double s = 0.0;
             for (int d = 0; d < 512; ++d) s += qv[d] * row[d];
             s *= job->scale;
@@ -128,21 +126,6 @@ static dsv4_status_t job_init(ref_job_t *job, const char *op, int64_t T, int64_t
     return DSV4_STATUS_SUCCESS;
 }
 
-static ref_list_t decode_list(const dsv4_sparse_mla_list_t *l, const uint8_t *cache, const int32_t *ids,
-                              const int32_t *lens) {
-    ref_list_t r;
-    r.ids = ids;
-    r.lens = lens;
-    r.width = l->width;
-    r.stride = l->stride ? l->stride : l->width;
-    r.fetch = fetch_fp8;
-    r.base = cache;
-    r.page_tokens = l->cache.page_tokens;
-    r.row_bytes = l->cache.page_stride_bytes;
-    r.num_valid = l->cache.num_pages * l->cache.page_tokens;
-    return r;
-}
-
 dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *desc,
                                          const dsv4_sparse_mla_decode_args_t *a) {
     static const char *op = "sparse_mla_decode_ref";
@@ -161,8 +144,9 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
         DSV4_TRY(dsv4_check_ptr(op, "extra_lens", a->extra_lens));
     }
     job.nlists = desc->has_extra ? 2 : 1;
-    job.list[0] = decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens);
-    if (desc->has_extra) job.list[1] = decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens);
+    job.list[0] = (ref_list_t){mla_decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens), fetch_fp8};
+    if (desc->has_extra)
+        job.list[1] = (ref_list_t){mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens), fetch_fp8};
     ref_run(&job);
     return DSV4_STATUS_SUCCESS;
 }
@@ -179,15 +163,7 @@ dsv4_status_t dsv4_sparse_mla_prefill_ref(const dsv4_sparse_mla_prefill_desc_t *
     DSV4_TRY(dsv4_check_ptr(op, "kv", a->kv));
     DSV4_TRY(dsv4_check_ptr(op, "ids", a->ids));
     DSV4_TRY(dsv4_check_ptr(op, "lens", a->lens));
-    ref_list_t *l = &job.list[0];
-    l->ids = a->ids;
-    l->lens = a->lens;
-    l->width = desc->width;
-    l->stride = desc->ids_stride ? desc->ids_stride : desc->width;
-    l->fetch = fetch_bf16;
-    l->base = (const uint8_t *)a->kv;
-    l->row_bytes = (desc->kv_stride ? desc->kv_stride : DSV4_MLA_DIM) * 2;
-    l->num_valid = desc->kv_rows;
+    job.list[0] = (ref_list_t){mla_prefill_list(desc, a->kv, a->ids, a->lens), fetch_bf16};
     ref_run(&job);
     return DSV4_STATUS_SUCCESS;
 }
