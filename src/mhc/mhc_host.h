@@ -99,6 +99,9 @@ dsv4_status_t mhc_arg_rows(mhc_args_check_t *c, const char *what, const void *p,
  * the names the calling operator uses for its gate outputs. */
 dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
                             const char *pre_name);
+/* The collapse tensors of pre and seam as p holds them: pre_mix, norm_weight (optional),
+ * residual_out (required when residual_out_required), layer_input, aux (optional). */
+dsv4_status_t mhc_collapse_args(mhc_args_check_t *c, const mhc_pipe_t *p, int residual_out_required);
 
 /* The planner behind dsv4_mhc_plan, failing in the name of `op` (arguments already checked). */
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,

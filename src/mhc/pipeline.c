@@ -1,6 +1,6 @@
 /*
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
- * pointer checks every variant has, and the launches on the caller's stream: the one
+ * pointer checks every variant has (and those pre and seam share for the collapse), and the launches on the caller's stream: the one
  * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
  */
 #include "common/error.h"
@@ -17,6 +17,15 @@ dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char
     DSV4_TRY(mhc_arg(c, comb_name, p->comb_out, 1, 4, (size_t)T * 16 * sizeof(float), 1));
     DSV4_TRY(mhc_arg(c, pre_name, p->pre_out, 1, 4, (size_t)T * 4 * sizeof(float), 1));
     return mhc_arg(c, "mix", p->mix_out, 0, 4, (size_t)T * 24 * sizeof(float), 1);
+}
+
+dsv4_status_t mhc_collapse_args(mhc_args_check_t *c, const mhc_pipe_t *p, int residual_out_required) {
+    const int64_t T = p->T, H = p->H;
+    DSV4_TRY(mhc_arg(c, "pre_mix", p->pre_mix, 0, 16, (size_t)T * 4 * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, "norm_weight", p->norm_w, 0, 16, (size_t)H * 2, 0));
+    DSV4_TRY(mhc_arg_rows(c, "residual_out", p->res_out, residual_out_required, T, p->res_out_stride, 4 * H, 1));
+    DSV4_TRY(mhc_arg_rows(c, "layer_input", p->li, 1, T, p->li_stride, H, 1));
+    return mhc_arg_rows(c, "aux", p->aux, 0, T, p->aux_stride, H, 1);
 }
 
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream) {

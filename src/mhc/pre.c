@@ -82,11 +82,7 @@ static dsv4_status_t setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args
 
     mhc_args_check_t c = {op, run, 0, {{0}}};
     DSV4_TRY(mhc_arg_rows(&c, "residual", a->residual, 1, T, p->res_stride, bc ? H : 4 * H, 0));
-    DSV4_TRY(mhc_arg(&c, "pre_mix", a->pre_mix, 0, 16, (size_t)T * 4 * sizeof(float), 0));
-    DSV4_TRY(mhc_arg(&c, "norm_weight", a->norm_weight, 0, 16, (size_t)H * 2, 0));
-    DSV4_TRY(mhc_arg_rows(&c, "residual_out", a->residual_out, bc, T, p->res_out_stride, 4 * H, 1));
-    DSV4_TRY(mhc_arg_rows(&c, "layer_input", a->layer_input, 1, T, p->li_stride, H, 1));
-    DSV4_TRY(mhc_arg_rows(&c, "aux", a->aux, 0, T, p->aux_stride, H, 1));
+    DSV4_TRY(mhc_collapse_args(&c, p, bc));
     DSV4_TRY(mhc_pipe_args(&c, p, "post", "comb", "pre"));
     DSV4_TRY(mhc_check_overlaps(&c));
     return mhc_plan_pipe(op, p, d->route);

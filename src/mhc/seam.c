@@ -85,11 +85,7 @@ static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_ar
     DSV4_TRY(mhc_arg_rows(&c, "residual", a->residual, 1, T, p->res_stride, 4 * H, 0));
     DSV4_TRY(mhc_arg(&c, "post", a->post, 1, 16, (size_t)T * 4 * sizeof(float), 0));
     DSV4_TRY(mhc_arg(&c, "comb", a->comb, 1, 16, (size_t)T * 16 * sizeof(float), 0));
-    DSV4_TRY(mhc_arg(&c, "pre_mix", a->pre_mix, 0, 16, (size_t)T * 4 * sizeof(float), 0));
-    DSV4_TRY(mhc_arg(&c, "norm_weight", a->norm_weight, 0, 16, (size_t)H * 2, 0));
-    DSV4_TRY(mhc_arg_rows(&c, "residual_out", a->residual_out, 1, T, p->res_out_stride, 4 * H, 1));
-    DSV4_TRY(mhc_arg_rows(&c, "layer_input", a->layer_input, 1, T, p->li_stride, H, 1));
-    DSV4_TRY(mhc_arg_rows(&c, "aux", a->aux, 0, T, p->aux_stride, H, 1));
+    DSV4_TRY(mhc_collapse_args(&c, p, 1));
     DSV4_TRY(mhc_pipe_args(&c, p, "post_out", "comb_out", "pre_out"));
     DSV4_TRY(mhc_check_overlaps(&c));
     return mhc_plan_pipe(op, p, d->route);
