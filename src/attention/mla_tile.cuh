@@ -16,9 +16,10 @@
  *
  * Per tile (three barriers; decode adds one for its dequantization pass):
  *   [A] wait for the tile's cp.async group, barrier; issue the next tile's copies into
- *       the other buffer (one tile of lookahead) and prefetch the rows PF tiles ahead (PF per producer)
- *       into L2, both with ids that arrived by cp.async with the previous tile (no
- *       global load on the critical path); decode: dequantize fp8 -> bf16 tile, barrier.
+ *       the other buffer (one tile of lookahead) and prefetch the rows PF tiles ahead
+ *       into L2 (PF per producer), both with ids that arrived by cp.async with the
+ *       previous tile (no global load on the critical path); decode: dequantize fp8 ->
+ *       bf16 tile, barrier.
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
  *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
