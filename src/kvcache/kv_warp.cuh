@@ -18,6 +18,7 @@
 
 #include "kvcache/kv_record.h"
 #include "prim/fp8.cuh"
+#include "prim/store.cuh"
 
 #define KV_FULL_MASK 0xFFFFFFFFu
 
@@ -107,17 +108,6 @@ static __device__ __forceinline__ uint32_t kv_quant_word2(uint32_t w0, uint32_t 
     return __byte_perm(kv_quant_pair(w0, inv2), kv_quant_pair(w1, inv2), 0x6420u);
 }
 
-/* 8- and 16-byte global stores that keep their width. Written as plain C++ in the two
- * branches of kv_warp_store_record, nvcc merged the branches' tails and split both
- * stores into 4-byte ones (st.global.u32 pairs: twice the store instructions, sectors
- * half-written per instruction). */
-static __device__ __forceinline__ void kv_st_v2(uint8_t *p, uint32_t a, uint32_t b) {
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(a), "r"(b) : "memory");
-}
-static __device__ __forceinline__ void kv_st_v4(uint8_t *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
 /* Quantize the bf16 row w (all 32 lanes) and write its record: `data` = the slot's 576
  * data bytes, `scales` = its 8 scale bytes.
  *
@@ -144,9 +134,9 @@ static __device__ __forceinline__ void kv_warp_store_record(const uint32_t w[8],
     *reinterpret_cast<uint2 *>(data + 8 * lane) =
         make_uint2(kv_quant_word2(w[0], w[1], inv0), kv_quant_word2(w[2], w[3], inv0));
     if (lane < KV_LANE_ROPE_FIRST) {
-        kv_st_v2(data + 256 + 8 * lane, kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1));
+        dsv4_st_v2(data + 256 + 8 * lane, kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1));
     } else { /* RoPE dims 448 + 8j .. +7 (j = lane - 24), bit for bit, at byte 448 + 16j */
-        kv_st_v4(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST), w[4], w[5], w[6], w[7]);
+        dsv4_st_v4(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST), w[4], w[5], w[6], w[7]);
     }
     /* Scale bytes straight from the lanes that hold them, no shuffles: lane 8k writes
      * enc of block k (byte k) and of block 4 + k (byte 4 + k); lane 24 writes the pad byte

