@@ -50,6 +50,13 @@
 #define MHC_TC_KC 128      /* K elements per chunk: 4 streams x 32 channels, or 128
                               channels of the broadcast embedding                     */
 #define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 272 B, ldmatrix conflict-free */
+/* Chunks ahead of the register loads that the token inputs are prefetched into L2
+ * (prefetch.global.L2). ncu on v6 (T = 8192 seam): 15 % of the stall samples waited on the
+ * global loads of the next chunk, whose DRAM round trip the register prefetch of one chunk
+ * does not cover at 2 CTAs per SM. 0 turns the prefetch off. */
+#ifndef MHC_TC_PREFETCH_CHUNKS
+#define MHC_TC_PREFETCH_CHUNKS 2
+#endif
 /* Split count: the smallest divisor S of the chunk count with ceil(T/64) * S >= this
  * many CTAs, else the largest divisor <= MHC_TC_MAX_SPLIT. Device-independent, so a
  * given (T, H) sums its partials in the same order on every GPU. 256 = one wave at 2

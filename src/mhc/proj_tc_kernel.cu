@@ -41,6 +41,7 @@
 #include "mhc/gates_config.h"
 #include "mhc/mhc_device.cuh"
 #include "mhc/mhc_host.h"
+#include "prim/cp_async.cuh"
 #include "prim/mma.cuh"
 #include "prim/store.cuh"
 
@@ -92,6 +93,24 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool val
         const int64_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * H + c0 + (k % 32);
         in.f[j] = __ldg(reinterpret_cast<const float4 *>(p.fn + off));
     }
+}
+
+/* L2 prefetch of the token inputs tc_load will read for `chunk` (one per 16-byte load of
+ * this thread), issued MHC_TC_PREFETCH_CHUNKS chunks ahead of those loads so that they hit
+ * L2 instead of waiting a DRAM round trip. */
+template <int PROD>
+__device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp) {
+    if (!valid) return;
+    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
+    const uint16_t *rt = p.res + t * p.res_stride;
+    if (PROD == MHC_PROD_BCAST) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) dsv4_prefetch_l2(rt + c0 + 32 * grp + 8 * q);
+        return;
+    }
+    if (PROD == MHC_PROD_POST) dsv4_prefetch_l2(p.x + t * p.x_stride + c0 + 8 * grp);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) dsv4_prefetch_l2(rt + s * H + c0 + 8 * grp);
 }
 
 /* fn chunk -> hi/lo bf16 tiles, N-major (row n holds the chunk's 128 K values). */
@@ -268,12 +287,15 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
 
     tc_in in;
     tc_load<PROD>(p, t, valid, c_begin, grp, tid, true, true, in);
+    for (int d = 1; d <= MHC_TC_PREFETCH_CHUNKS; ++d)
+        if (c_begin + d < c_end) tc_prefetch<PROD>(p, t, valid, c_begin + d, grp);
     for (int64_t c = c_begin; c < c_end; ++c) {
         const bool more = c + 1 < c_end;
         tc_produce<PROD>(p, t, valid, c, grp, coef, collapse, identity, in, sA + row * LDS, sq, ss);
         tc_store_b(in, tid, sB);
         __syncthreads();
         if (more) tc_load<PROD>(p, t, valid, c + 1, grp, tid, true, true, in);
+        if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, t, valid, c + 1 + MHC_TC_PREFETCH_CHUNKS, grp);
         tc_mma(sA, sB, mt, kh, lane, acc);
         __syncthreads();
     }
