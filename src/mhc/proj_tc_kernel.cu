@@ -23,10 +23,11 @@
  *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
  *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
  *   The two k-halves are added through shared memory at the end (half 0 + half 1).
- * Pipeline: the next chunk's inputs are loaded into registers as soon as this chunk's
- *   have been produced (before the fn conversion and the barrier), its fn values after
- *   the barrier, so both are in flight during the mma of this chunk; other resident CTAs
- *   (2 per SM at <= 128 registers) cover the rest of the latency.
+ * Pipeline: once this chunk's A and B tiles are published (barrier), the next chunk's
+ *   inputs and fn values are loaded into registers, in flight during this chunk's mma; the
+ *   token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further on are prefetched into L2 at
+ *   the same point (tc_prefetch), and other resident CTAs (2 per SM at <= 128 registers)
+ *   cover the rest of the latency.
  *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
  *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 25 fp32 (6,400 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
@@ -62,6 +63,19 @@ template <int PROD> struct tc_geom {
     static constexpr int CW = PROD == MHC_PROD_BCAST ? KC : KC / 4; /* channels per chunk */
 };
 
+/* A thread's 16-byte token-input vectors of a chunk (POST: x, R0..R3 | RES: R0..R3 | BCAST:
+ * 4 x 8 channels of e) and the address of vector v: the one place tc_load and tc_prefetch
+ * take their addresses from. */
+template <int PROD> constexpr int tc_nvec = PROD == MHC_PROD_POST ? 5 : 4;
+template <int PROD>
+__device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, int64_t t, int64_t chunk, int grp, int v) {
+    const int64_t c0 = chunk * tc_geom<PROD>::CW;
+    const uint16_t *rt = p.res + t * p.res_stride;
+    if (PROD == MHC_PROD_BCAST) return rt + c0 + 32 * grp + 8 * v;
+    if (PROD == MHC_PROD_POST && v-- == 0) return p.x + t * p.x_stride + c0 + 8 * grp;
+    return rt + v * p.H + c0 + 8 * grp;
+}
+
 /* want_v: the token's inputs (x, R or e); want_f: the fn chunk. Issued separately so that
  * the next chunk's inputs leave as soon as produce has consumed this chunk's. */
 template <int PROD>
@@ -70,18 +84,9 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool val
     const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
     if (!want_v) {
     } else if (valid) {
-        const uint16_t *rt = p.res + t * p.res_stride;
-        if (PROD == MHC_PROD_POST) {
-            in.v[0] = __ldcs(reinterpret_cast<const uint4 *>(p.x + t * p.x_stride + c0 + 8 * grp));
 #pragma unroll
-            for (int s = 0; s < 4; ++s) in.v[1 + s] = __ldcs(reinterpret_cast<const uint4 *>(rt + s * H + c0 + 8 * grp));
-        } else if (PROD == MHC_PROD_RES) {
-#pragma unroll
-            for (int s = 0; s < 4; ++s) in.v[s] = __ldcs(reinterpret_cast<const uint4 *>(rt + s * H + c0 + 8 * grp));
-        } else {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) in.v[q] = __ldcs(reinterpret_cast<const uint4 *>(rt + c0 + 32 * grp + 8 * q));
-        }
+        for (int v = 0; v < tc_nvec<PROD>; ++v)
+            in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, t, chunk, grp, v)));
     } else {
 #pragma unroll
         for (int q = 0; q < 5; ++q) in.v[q] = make_uint4(0u, 0u, 0u, 0u); /* rows past T: never stored */
@@ -101,16 +106,8 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool val
 template <int PROD>
 __device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp) {
     if (!valid) return;
-    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
-    const uint16_t *rt = p.res + t * p.res_stride;
-    if (PROD == MHC_PROD_BCAST) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) dsv4_prefetch_l2(rt + c0 + 32 * grp + 8 * q);
-        return;
-    }
-    if (PROD == MHC_PROD_POST) dsv4_prefetch_l2(p.x + t * p.x_stride + c0 + 8 * grp);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) dsv4_prefetch_l2(rt + s * H + c0 + 8 * grp);
+    for (int v = 0; v < tc_nvec<PROD>; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, t, chunk, grp, v));
 }
 
 /* fn chunk -> hi/lo bf16 tiles, N-major (row n holds the chunk's 128 K values). */
