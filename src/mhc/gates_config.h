@@ -67,7 +67,10 @@
 #define MHC_TC_TARGET_CTAS 256
 #define MHC_TC_MAX_SPLIT 64
 
-#define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * 25 * 4)
+/* Per-token coefficients post[4] | comb[16] | pre_mix[4], rows padded to 16-byte vectors
+ * (28 floats: conflict-free 16-byte row reads by the 4 threads of a token row). */
+#define MHC_TC_COEF_PITCH 28
+#define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * MHC_TC_COEF_PITCH * 4)
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
 /* The split-k reduction of the accumulators reuses the A tile: 4 m-tiles x 32 lanes x 12. */
 #if (4 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)

@@ -16,9 +16,12 @@
  *   Producer: thread (row = tid / 4, grp = tid % 4) owns token row and 8 channels of each
  *   stream (32 channels of e): it loads 16-byte vectors, computes the post-apply with the
  *   shared per-channel function (its token's post, comb and pre-mix come from shared
- *   memory, 64 x 25 fp32), stores R_new / yb / aux with 16-byte stores, and writes
- *   its bf16 A row segment to shared memory. The CTA's fn chunk (24 x 128 fp32) is read
+ *   memory, 64 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
+ *   stores, and writes its bf16 A row segment to shared memory. The CTA's fn chunk (24 x 128 fp32) is read
  *   as 3 float4 per thread, split into hi/lo bf16 and stored N-major.
+ *   The optional outputs (collapse with or without a pre-mix, aux) are template mode bits
+ *   (TC_COLL, TC_PMIX, TC_AUX), and addresses are 32-bit offsets from the tensor bases
+ *   (tc_rows): v8 cut the seam's loop from ~750 to ~530 instructions per thread and chunk.
  *   MMA: warp w takes m-tile w % 4 (16 tokens) and k-steps 4*(w/4) .. +3 of the chunk;
  *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
  *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
@@ -29,7 +32,7 @@
  *   the same point (tc_prefetch), and other resident CTAs (2 per SM at <= 128 registers)
  *   cover the rest of the latency.
  *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
- *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 25 fp32 (6,400 B).
+ *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 28 fp32 (7,168 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
  *   ops). The projection multiplies exact bf16 residual values by a two-term bf16 split of
  *   fn with fp32 accumulation in mma order, then adds the k-halves; the error is
@@ -53,6 +56,12 @@ constexpr int FN_F4 = 24 * KC / 4 / NTHR; /* float4 of the fn chunk per thread: 
 static_assert(FN_F4 * 4 * NTHR == 24 * KC, "fn chunk must split evenly over the threads");
 static_assert(BM * 4 == NTHR, "one thread per (token row, 8-channel group)");
 
+/* Mode bits of an instantiation: which optional outputs the producer makes. They are
+ * uniform per call; as template arguments they leave the producer without per-channel
+ * branches, so that its coefficients stay in registers (v8: at run time they were
+ * re-read from shared memory around every branch, 52 LDS and 21 branches per chunk). */
+enum { TC_COLL = 1, TC_PMIX = 2, TC_AUX = 4 };
+
 /* One chunk's global loads of one thread. */
 struct tc_in {
     uint4 v[5];        /* POST: x, R0..R3 | RES: R0..R3 | BCAST: e, 4 x 8 channels */
@@ -63,39 +72,42 @@ template <int PROD> struct tc_geom {
     static constexpr int CW = PROD == MHC_PROD_BCAST ? KC : KC / 4; /* channels per chunk */
 };
 
-/* A thread's 16-byte token-input vectors of a chunk (POST: x, R0..R3 | RES: R0..R3 | BCAST:
- * 4 x 8 channels of e) and the address of vector v: the one place tc_load and tc_prefetch
- * take their addresses from. */
+/* Addressing: every token-row address is the tensor's base pointer plus a 32-bit element
+ * offset, the thread's row offset (token x stride + its channel group, computed once) plus
+ * the chunk's column: one add and one shift-add per address. v7 rebuilt each address from
+ * 64-bit products in every chunk (~100 integer instructions per chunk and thread). The
+ * host refuses tensors whose offsets do not fit in 32 bits (mhc_launch_proj_tc). A row
+ * past T takes row T - 1's offsets, so it loads real data (its results are never stored)
+ * and no path branches on validity. */
+struct tc_rows {
+    uint32_t ox, orr, oout, oli, oaux;
+};
+
 template <int PROD> constexpr int tc_nvec = PROD == MHC_PROD_POST ? 5 : 4;
+
+/* Address of the thread's 16-byte token-input
+ * vector v of a chunk (POST: x, R0..R3 | RES: R0..R3 | BCAST: 4 x 8 channels of e): the one
+ * place tc_load and tc_prefetch take their addresses from. */
 template <int PROD>
-__device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, int64_t t, int64_t chunk, int grp, int v) {
-    const int64_t c0 = chunk * tc_geom<PROD>::CW;
-    const uint16_t *rt = p.res + t * p.res_stride;
-    if (PROD == MHC_PROD_BCAST) return rt + c0 + 32 * grp + 8 * v;
-    if (PROD == MHC_PROD_POST && v-- == 0) return p.x + t * p.x_stride + c0 + 8 * grp;
-    return rt + v * p.H + c0 + 8 * grp;
+__device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, const tc_rows &r, int chunk, int v) {
+    const uint32_t c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
+    if (PROD == MHC_PROD_BCAST) return p.res + (r.orr + c0 + 8 * v);
+    if (PROD == MHC_PROD_POST && v-- == 0) return p.x + (r.ox + c0);
+    return p.res + (r.orr + c0 + (uint32_t)v * (uint32_t)p.H);
 }
 
-/* want_v: the token's inputs (x, R or e); want_f: the fn chunk. Issued separately so that
- * the next chunk's inputs leave as soon as produce has consumed this chunk's. */
 template <int PROD>
-__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp, int tid,
-                                        bool want_v, bool want_f, tc_in &in) {
-    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
-    if (!want_v) {
-    } else if (valid) {
+__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, int tid, tc_in &in) {
+    const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
 #pragma unroll
-        for (int v = 0; v < tc_nvec<PROD>; ++v)
-            in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, t, chunk, grp, v)));
-    } else {
+    for (int v = 0; v < tc_nvec<PROD>; ++v)
+        in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, r, chunk, v)));
+    /* fn [24][K] has < 2^32 elements (K <= 4 * MHC_MAX_HIDDEN): 32-bit offsets */
+    const uint32_t K = PROD == MHC_PROD_BCAST ? (uint32_t)H : 4 * (uint32_t)H;
 #pragma unroll
-        for (int q = 0; q < 5; ++q) in.v[q] = make_uint4(0u, 0u, 0u, 0u); /* rows past T: never stored */
-    }
-    const int64_t K = PROD == MHC_PROD_BCAST ? H : 4 * H;
-#pragma unroll
-    for (int j = 0; j < FN_F4 && want_f; ++j) {
+    for (int j = 0; j < FN_F4; ++j) {
         const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
-        const int64_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * H + c0 + (k % 32);
+        const uint32_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * (uint32_t)H + c0 + (k % 32);
         in.f[j] = __ldg(reinterpret_cast<const float4 *>(p.fn + off));
     }
 }
@@ -104,10 +116,9 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, int64_t t, bool val
  * this thread), issued MHC_TC_PREFETCH_CHUNKS chunks ahead of those loads so that they hit
  * L2 instead of waiting a DRAM round trip. */
 template <int PROD>
-__device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp) {
-    if (!valid) return;
+__device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, const tc_rows &r, int chunk) {
 #pragma unroll
-    for (int v = 0; v < tc_nvec<PROD>; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, t, chunk, grp, v));
+    for (int v = 0; v < tc_nvec<PROD>; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, r, chunk, v));
 }
 
 /* fn chunk -> hi/lo bf16 tiles, N-major (row n holds the chunk's 128 K values). */
@@ -126,26 +137,24 @@ __device__ __forceinline__ void tc_store_b(const tc_in &in, int tid, uint16_t *s
 }
 
 /* Builds this thread's A row segment (bf16) from the loaded inputs, stores the op's
- * outputs for it, and accumulates sq (rounded values) and ss (rounded collapse). */
-template <int PROD>
-__device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool valid, int64_t chunk, int grp,
-                                           const float *coef, bool collapse,
-                                           bool identity, const tc_in &in, uint16_t *sArow, float &sq, float &ss) {
-    const int64_t H = p.H, c0 = chunk * tc_geom<PROD>::CW;
+ * outputs for it (only for rows below T: `valid`), and accumulates sq (rounded values)
+ * and ss (rounded collapse). */
+template <int PROD, int MODE>
+__device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r, bool valid, int chunk, int grp,
+                                           const float *coef, const tc_in &in, uint16_t *sArow, float &sq,
+                                           float &ss) {
+    constexpr bool COLL = MODE & TC_COLL, PMIX = (MODE & TC_PMIX) != 0, AUX = (MODE & TC_AUX) != 0;
+    const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
     uint4 av[4];
-    if (!valid) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) av[q] = make_uint4(0u, 0u, 0u, 0u);
-    } else if (PROD == MHC_PROD_BCAST) {
+    if (PROD == MHC_PROD_BCAST) {
         /* 32 channels of e: 4 stream copies, identity collapse, aux = e */
-        const int64_t h0 = c0 + 32 * grp;
-        uint16_t *ot = p.res_out ? p.res_out + t * p.res_out_stride + h0 : nullptr;
+        uint16_t *ot = p.res_out ? p.res_out + (r.oout + c0) : nullptr;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             av[q] = in.v[q];
-            if (p.res_out) /* the gates op projects e without the copy */
+            if (ot && valid) /* the gates op projects e without the copy */
 #pragma unroll
-                for (int s = 0; s < 4; ++s) dsv4_st_v4(ot + s * H + 8 * q, in.v[q]);
+                for (int s = 0; s < 4; ++s) dsv4_st_v4(ot + (s * H + 8 * q), in.v[q]);
             float e[8], a[8];
             mhc_unpack8(in.v[q], e);
 #pragma unroll
@@ -154,17 +163,16 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
                 const float rc[4] = {e[i], e[i], e[i], e[i]};
                 a[i] = mhc_aux_channel(rc);
             }
-            if (collapse) {
+            if (COLL) {
 #pragma unroll
                 for (int i = 0; i < 8; ++i) ss = __fmaf_rn(e[i], e[i], ss);
-                dsv4_st_v4(p.li + t * p.li_stride + h0 + 8 * q, in.v[q]);
+                if (valid) dsv4_st_v4(p.li + (r.oli + c0 + 8 * q), in.v[q]);
             }
-            if (p.aux) dsv4_st_v4(p.aux + t * p.aux_stride + h0 + 8 * q, mhc_pack8(a));
+            if (AUX && valid) dsv4_st_v4(p.aux + (r.oaux + c0 + 8 * q), mhc_pack8(a));
         }
     } else {
         /* channel pairs (one 32-bit word of every vector) from load to packed outputs, so
          * that only a pair's floats are live: at 128 registers the 8-channel form spilled */
-        const int64_t h0 = c0 + 8 * grp;
         uint32_t aw[4][4], yw[4], xw[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -195,26 +203,28 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, int64_t t, bool 
                     rc[s] = u ? mhc_bf16_hi(aw[s][q]) : mhc_bf16_lo(aw[s][q]);
                     sq = __fmaf_rn(rc[s], rc[s], sq);
                 }
-                /* uniform branches: the seam benchmarked without aux skips its arithmetic */
-                if (collapse) y[u] = identity ? rc[0] : mhc_collapse_channel(coef + 20, rc);
-                if (p.aux) a[u] = mhc_aux_channel(rc);
+                if (COLL) y[u] = PMIX ? mhc_collapse_channel(coef + 20, rc) : rc[0];
+                if (AUX) a[u] = mhc_aux_channel(rc);
             }
-            if (collapse) {
+            if (COLL) {
                 yw[q] = mhc_pack2(y[0], y[1]);
                 ss = __fmaf_rn(mhc_bf16_hi(yw[q]), mhc_bf16_hi(yw[q]),
                                __fmaf_rn(mhc_bf16_lo(yw[q]), mhc_bf16_lo(yw[q]), ss));
             }
-            if (p.aux) xw[q] = mhc_pack2(a[0], a[1]);
+            if (AUX) xw[q] = mhc_pack2(a[0], a[1]);
+            /* aux leaves in two 8-byte halves: holding all four words until the end spilled
+             * (POST with collapse, pre-mix and aux sits at the 128-register cap) */
+            if (AUX && (q & 1) && valid) dsv4_st_v2(p.aux + (r.oaux + c0 + 2 * (q - 1)), xw[q - 1], xw[q]);
         }
 #pragma unroll
         for (int s = 0; s < 4; ++s) av[s] = make_uint4(aw[s][0], aw[s][1], aw[s][2], aw[s][3]);
-        if (PROD == MHC_PROD_POST) {
-            uint16_t *ot = p.res_out + t * p.res_out_stride + h0;
+        if (valid) {
+            if (PROD == MHC_PROD_POST) {
 #pragma unroll
-            for (int s = 0; s < 4; ++s) dsv4_st_v4(ot + s * H, av[s]);
+                for (int s = 0; s < 4; ++s) dsv4_st_v4(p.res_out + (r.oout + c0 + s * H), av[s]);
+            }
+            if (COLL) dsv4_st_v4(p.li + (r.oli + c0), yw[0], yw[1], yw[2], yw[3]);
         }
-        if (collapse) dsv4_st_v4(p.li + t * p.li_stride + h0, yw[0], yw[1], yw[2], yw[3]);
-        if (p.aux) dsv4_st_v4(p.aux + t * p.aux_stride + h0, xw[0], xw[1], xw[2], xw[3]);
     }
     /* A row segment: streams at column s*32 (POST, RES), or 32 channels at 32*grp (BCAST) */
 #pragma unroll
@@ -245,7 +255,7 @@ __device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, i
 
 } // namespace
 
-template <int PROD>
+template <int PROD, int MODE>
 __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_kernel(const mhc_pipe_t p) {
     __shared__ __align__(16) uint16_t sA[BM * LDS];
     __shared__ __align__(16) uint16_t sB[2 * 24 * LDS];
@@ -254,11 +264,21 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     const int64_t T = p.T, H = p.H, S = p.plan.splits;
     const int64_t t = (int64_t)blockIdx.x * BM + row;
     const bool valid = t < T;
+    tc_rows rw;
+    {
+        const uint32_t tr = (uint32_t)(valid ? t : T - 1);
+        const uint32_t cg = PROD == MHC_PROD_BCAST ? 32 * grp : 8 * grp;
+        rw.ox = tr * (uint32_t)p.x_stride + cg;
+        rw.orr = tr * (uint32_t)p.res_stride + cg;
+        rw.oout = tr * (uint32_t)p.res_out_stride + cg;
+        rw.oli = tr * (uint32_t)p.li_stride + cg;
+        rw.oaux = tr * (uint32_t)p.aux_stride + cg;
+    }
     const int64_t split = blockIdx.y;
-    const bool collapse = p.collapse_k1 != 0, identity = p.pre_mix == nullptr;
+    constexpr bool COLL = MODE & TC_COLL, PMIX = (MODE & TC_PMIX) != 0;
 
-    /* per token row: post[4], comb[16], pre_mix[4] (pitch 25: conflict-free row reads) */
-    __shared__ float s_coef[BM][25];
+    /* per token row: post[4], comb[16], pre_mix[4] */
+    __shared__ __align__(16) float s_coef[BM][MHC_TC_COEF_PITCH];
     for (int i = tid; i < BM * 24; i += NTHR) {
         const int r = i / 24, q = i % 24;
         const int64_t tr = (int64_t)blockIdx.x * BM + r;
@@ -266,14 +286,15 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
         if (tr < T) {
             if (q < 4) v = PROD == MHC_PROD_POST ? __ldg(p.post_in + 4 * tr + q) : 0.0f;
             else if (q < 20) v = PROD == MHC_PROD_POST ? __ldg(p.comb_in + 16 * tr + q - 4) : 0.0f;
-            else if (collapse && !identity) v = __ldg(p.pre_mix + 4 * tr + q - 20);
+            else if (COLL && PMIX) v = __ldg(p.pre_mix + 4 * tr + q - 20);
         }
         s_coef[r][q] = v;
     }
     const float *coef = s_coef[row];
     __syncthreads();
 
-    const int64_t nchunks = H / tc_geom<PROD>::CW, cps = nchunks / S, c_begin = split * cps, c_end = c_begin + cps;
+    /* chunk indices fit in 32 bits (H <= MHC_MAX_HIDDEN); int keeps the loop in one register */
+    const int nchunks = (int)(H / tc_geom<PROD>::CW), cps = nchunks / (int)S, c_begin = (int)split * cps, c_end = c_begin + cps;
     const int mt = warp & 3, kh = warp >> 2;
     float acc[3][4];
 #pragma unroll
@@ -283,16 +304,16 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     float sq = 0.0f, ss = 0.0f;
 
     tc_in in;
-    tc_load<PROD>(p, t, valid, c_begin, grp, tid, true, true, in);
+    tc_load<PROD>(p, rw, c_begin, tid, in);
     for (int d = 1; d <= MHC_TC_PREFETCH_CHUNKS; ++d)
-        if (c_begin + d < c_end) tc_prefetch<PROD>(p, t, valid, c_begin + d, grp);
-    for (int64_t c = c_begin; c < c_end; ++c) {
+        if (c_begin + d < c_end) tc_prefetch<PROD>(p, rw, c_begin + d);
+    for (int c = c_begin; c < c_end; ++c) {
         const bool more = c + 1 < c_end;
-        tc_produce<PROD>(p, t, valid, c, grp, coef, collapse, identity, in, sA + row * LDS, sq, ss);
+        tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
         tc_store_b(in, tid, sB);
         __syncthreads();
-        if (more) tc_load<PROD>(p, t, valid, c + 1, grp, tid, true, true, in);
-        if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, t, valid, c + 1 + MHC_TC_PREFETCH_CHUNKS, grp);
+        if (more) tc_load<PROD>(p, rw, c + 1, tid, in);
+        if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, rw, c + 1 + MHC_TC_PREFETCH_CHUNKS);
         tc_mma(sA, sB, mt, kh, lane, acc);
         __syncthreads();
     }
@@ -305,7 +326,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24, *ws_ss = ws_sq + S * T;
     if (valid && grp == 0) {
         ws_sq[split * T + t] = sq;
-        if (collapse) ws_ss[split * T + t] = ss;
+        if (COLL) ws_ss[split * T + t] = ss;
     }
 
     /* k-half 1 hands its accumulators to k-half 0 through the (now free) A tile */
@@ -334,13 +355,27 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     }
 }
 
-template <int PROD> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
+template <int PROD, int MODE> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
     static const char *op = "mhc_proj_tc";
     static int smem_cache;
-    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD>, 0, &smem_cache));
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD, MODE>, 0, &smem_cache));
     dim3 grid((unsigned)((p->T + BM - 1) / BM), (unsigned)p->plan.splits);
-    mhc_proj_tc_kernel<PROD><<<grid, MHC_TC_THREADS, 0, s>>>(*p);
+    mhc_proj_tc_kernel<PROD, MODE><<<grid, MHC_TC_THREADS, 0, s>>>(*p);
     return dsv4_launch_status(op);
+}
+
+/* The instantiations a call can need: collapse (with or without a pre-mix) or none, aux or
+ * not; the broadcast embedding has no pre-mix (its collapse is the identity). */
+template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaStream_t s) {
+    const int coll = p->collapse_k1 ? (PROD != MHC_PROD_BCAST && p->pre_mix ? TC_COLL | TC_PMIX : TC_COLL) : 0;
+    switch (coll | (p->aux ? TC_AUX : 0)) {
+    case 0: return launch<PROD, 0>(p, s);
+    case TC_COLL: return launch<PROD, TC_COLL>(p, s);
+    case TC_AUX: return launch<PROD, TC_AUX>(p, s);
+    case TC_COLL | TC_AUX: return launch<PROD, TC_COLL | TC_AUX>(p, s);
+    case TC_COLL | TC_PMIX: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL : TC_COLL | TC_PMIX>(p, s);
+    default: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL | TC_AUX : TC_COLL | TC_PMIX | TC_AUX>(p, s);
+    }
 }
 
 extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream) {
@@ -349,9 +384,20 @@ extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t s
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
+    /* tc_rows: every row address is base + a 32-bit element offset */
+    const int64_t rl = p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H;
+    const struct { const void *ptr; int64_t stride, row; } span[] = {
+        {p->prod == MHC_PROD_POST ? p->x : nullptr, p->x_stride, p->H}, {p->res, p->res_stride, rl},
+        {p->res_out, p->res_out_stride, 4 * p->H}, {p->li, p->li_stride, p->H}, {p->aux, p->aux_stride, p->H}};
+    for (const auto &sp : span)
+        if (sp.ptr && (p->T - 1) * sp.stride + sp.row > (int64_t)UINT32_MAX)
+            return dsv4_fail(DSV4_STATUS_UNSUPPORTED, "mhc_proj_tc",
+                             "a token tensor spans %lld elements (T = %lld, stride %lld); the tensor-core route "
+                             "addresses at most 2^32 - 1 per tensor",
+                             (long long)((p->T - 1) * sp.stride + sp.row), (long long)p->T, (long long)sp.stride);
     switch (p->prod) {
-    case MHC_PROD_POST: return launch<MHC_PROD_POST>(p, s);
-    case MHC_PROD_RES: return launch<MHC_PROD_RES>(p, s);
-    default: return launch<MHC_PROD_BCAST>(p, s);
+    case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
+    case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);
+    default: return launch_mode<MHC_PROD_BCAST>(p, s);
     }
 }
