@@ -67,14 +67,6 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     const int64_t H = p.H;
     const int S = p.plan.splits;
     const bool with_ss = EPI == MHC_EPI_DELAYED && norm_in_place;
-    /* V4.1 in place: warps 1.. load their first batch of the row now, so that its round
-     * trip overlaps the partials' (rn needs the ss partials; the loads do not) */
-    const bool norm = with_ss && p.norm_w && warp > 0;
-    uint4 *li = reinterpret_cast<uint4 *>(p.li + t * p.li_stride);
-    const uint4 *nw = reinterpret_cast<const uint4 *>(p.norm_w);
-    const int64_t nv = H / 8, nfirst = tid - 32, nstep = blockDim.x - 32;
-    mhc_norm_batch nb;
-    if (norm) mhc_norm_load(li, nw, nv, nfirst, nstep, nb);
     if (!staged) {
         mhc_epi_stage(p, t, with_ss, sm);
         __syncthreads();
@@ -94,10 +86,10 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
                        p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
                        p.mix_out ? p.mix_out + 24 * t : nullptr, EPI == MHC_EPI_IMMEDIATE ? sm.pre : nullptr);
 
-    if (norm) {
+    if (with_ss && p.norm_w && warp > 0) {
         const float rn = mhc_inv_rms(sm.sum[1], (float)H, p.norm_eps);
-        mhc_norm_store(nb, rn, li, nv, nfirst, nstep);
-        mhc_norm_row(li, nw, rn, li, nv, nfirst + MHC_NORM_BATCH * nstep, nstep);
+        uint4 *li = reinterpret_cast<uint4 *>(p.li + t * p.li_stride);
+        mhc_norm_row(li, reinterpret_cast<const uint4 *>(p.norm_w), rn, li, H / 8, tid - 32, blockDim.x - 32);
     }
     if (EPI == MHC_EPI_IMMEDIATE) {
         __syncthreads(); /* sm.pre */
