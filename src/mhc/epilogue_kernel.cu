@@ -1,8 +1,11 @@
 /*
- * K2 of the tensor-core route: the gates epilogue (epilogue.cuh), one CTA of 128
- * threads per token, launched after the projection kernel has written every partial.
- * In V4.1 it also normalises the layer input in place (the projection stored the
- * un-normed collapse and its sum-of-squares partials).
+ * K2 of the tensor-core route (epilogue.cuh), launched after the projection kernel has
+ * written every partial, 128 threads per CTA:
+ *   GATES, DELAYED (V4.1): ceil(T / MHC_EPI_TPC) gate CTAs, one warp per token; V4.1 with a
+ *     norm weight then T norm CTAs, which normalise the layer input in place (the
+ *     projection stored the un-normed collapse and its sum-of-squares partials). The
+ *     gate CTAs come first in the grid so that their Sinkhorn chains start first.
+ *   IMMEDIATE (V4): one CTA per token, gates then the collapse with the fresh pre.
  */
 #include <cuda_runtime.h>
 
@@ -10,25 +13,34 @@
 #include "common/launch.h"
 #include "mhc/epilogue.cuh"
 
-template <int EPI> __global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_kernel(const mhc_pipe_t p) {
-    extern __shared__ uint4 s_row[]; /* IMMEDIATE with a norm weight: the bf16 collapse row */
-    __shared__ mhc_epi_smem sm;
-    mhc_epilogue_token<EPI>(p, blockIdx.x, true, false, sm, s_row);
+__global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_split_kernel(const mhc_pipe_t p) {
+    extern __shared__ __align__(16) float s_stage[]; /* MHC_EPI_SPLIT_SMEM(S) */
+    const int64_t G = (p.T + MHC_EPI_TPC - 1) / MHC_EPI_TPC;
+    if (blockIdx.x < G) mhc_gate_warps(p, (int64_t)blockIdx.x * MHC_EPI_TPC, s_stage);
+    else mhc_norm_token(p, blockIdx.x - G, s_stage);
 }
 
-template <int EPI> static dsv4_status_t launch(const mhc_pipe_t *p, size_t dyn, cudaStream_t s) {
-    static const char *op = "mhc_epilogue";
-    static int smem_cache;
-    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_epilogue_kernel<EPI>, dyn, &smem_cache));
-    mhc_epilogue_kernel<EPI><<<(unsigned)p->T, MHC_EPI_THREADS, dyn, s>>>(*p);
-    return dsv4_launch_status(op);
+__global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_v4_kernel(const mhc_pipe_t p) {
+    extern __shared__ uint4 s_row[]; /* with a norm weight: the bf16 collapse row */
+    __shared__ mhc_epi_smem sm;
+    mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, blockIdx.x, false, sm, s_row);
 }
 
 extern "C" dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream) {
+    static const char *op = "mhc_epilogue";
     cudaStream_t s = (cudaStream_t)stream;
-    switch (p->epi) {
-    case MHC_EPI_GATES: return launch<MHC_EPI_GATES>(p, 0, s);
-    case MHC_EPI_DELAYED: return launch<MHC_EPI_DELAYED>(p, 0, s);
-    default: return launch<MHC_EPI_IMMEDIATE>(p, p->norm_w ? MHC_ROW_SMEM_BYTES(p->H) : 0, s);
+    if (p->epi == MHC_EPI_IMMEDIATE) {
+        static int smem_cache;
+        const size_t dyn = p->norm_w ? MHC_ROW_SMEM_BYTES(p->H) : 0;
+        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_epilogue_v4_kernel, dyn, &smem_cache));
+        mhc_epilogue_v4_kernel<<<(unsigned)p->T, MHC_EPI_THREADS, dyn, s>>>(*p);
+        return dsv4_launch_status(op);
     }
+    static int smem_cache;
+    const int64_t G = (p->T + MHC_EPI_TPC - 1) / MHC_EPI_TPC;
+    const int64_t norm = p->epi == MHC_EPI_DELAYED && p->norm_w ? p->T : 0;
+    const size_t dyn = MHC_EPI_SPLIT_SMEM(p->plan.splits);
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_epilogue_split_kernel, dyn, &smem_cache));
+    mhc_epilogue_split_kernel<<<(unsigned)(G + norm), MHC_EPI_THREADS, dyn, s>>>(*p);
+    return dsv4_launch_status(op);
 }

@@ -77,11 +77,16 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
 #error "mhc: the accumulator exchange does not fit in the A tile"
 #endif
 
-/* ---- epilogue (one CTA per token) ------------------------------------------------------ */
-/* Warp 0 evaluates the gates and Sinkhorn; the other warps normalise the layer input
- * (V4.1) meanwhile, or all warps collapse the row once the fresh pre is known (V4),
- * with the row buffer of collapse_config.h. */
+/* ---- epilogue (epilogue.cuh) --------------------------------------------------------------- */
+/* Tensor-core K2: gate CTAs of MHC_EPI_TPC tokens (a warp's gates and Sinkhorn each) and,
+ * in V4.1 with a norm weight, one norm CTA per token; V4: one CTA per token, warp 0 the
+ * gates, then all warps collapse the row with the fresh pre (the row buffer of
+ * collapse_config.h). The small-T kernel's gate CTAs run the per-token form. */
 #define MHC_EPI_THREADS 128
+/* The tensor-core K2's gate CTAs: tokens per CTA, one warp each. */
+#define MHC_EPI_TPC (MHC_EPI_THREADS / 32)
+/* Their staged partials: 4 x S x 28 floats, at most 28,672 bytes (S <= 64). */
+DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_TPC * MHC_TC_MAX_SPLIT * 28 * 4 + 4 * 25 * 4 + 4, "mhc split K2 staging");
 
 /* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
  * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */

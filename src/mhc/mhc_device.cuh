@@ -26,6 +26,7 @@
 
 #include "dsv4/numerics.h"
 #include "prim/mma.cuh"
+#include "prim/store.cuh"
 
 #define MHC_FULL_MASK 0xFFFFFFFFu
 
@@ -285,17 +286,44 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
 }
 
 /* ---- RMSNorm of a stored bf16 row (second pass) ------------------------------------------ */
-/* out[v] = bf16((yb * rn) * w) for the 8-channel vectors v = first, first + step, ... */
+/* out[v] = bf16((yb * rn) * w) for the 8-channel vectors v = first, first + step, ...
+ * in batches of MHC_NORM_BATCH vectors per thread, each loaded before any of it is
+ * stored: out may be yb (the tensor-core K2 normalises the layer input in place), and
+ * with a store between two loads each load waited for the one before (v7: 7 dependent
+ * DRAM round trips per thread at H = 5120). A struct, so that the K2 norm CTA can load
+ * its first batch before it knows rn. 5 x 128 threads = 640 vectors: H = 5120 in one. */
+#define MHC_NORM_BATCH 5
+struct mhc_norm_batch {
+    uint4 y[MHC_NORM_BATCH], w[MHC_NORM_BATCH];
+};
+static __device__ __forceinline__ void mhc_norm_load(const uint4 *yb, const uint4 *w, int64_t nv, int64_t v0,
+                                                     int64_t step, mhc_norm_batch &b) {
+#pragma unroll
+    for (int i = 0; i < MHC_NORM_BATCH; ++i) {
+        const int64_t v = v0 + i * step;
+        if (v < nv) b.y[i] = yb[v], b.w[i] = __ldg(&w[v]);
+    }
+}
+static __device__ __forceinline__ void mhc_norm_store(const mhc_norm_batch &b, float rn, uint4 *out, int64_t nv,
+                                                      int64_t v0, int64_t step) {
+#pragma unroll
+    for (int i = 0; i < MHC_NORM_BATCH; ++i) {
+        const int64_t v = v0 + i * step;
+        if (v >= nv) break;
+        float yf[8], wf[8], o[8];
+        mhc_unpack8(b.y[i], yf);
+        mhc_unpack8(b.w[i], wf);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) o[k] = mhc_norm_channel(yf[k], rn, wf[k]);
+        dsv4_st_v4(out + v, mhc_pack8(o));
+    }
+}
 static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4 *w, float rn, uint4 *out, int64_t nv,
                                                     int64_t first, int64_t step) {
-#pragma unroll 4 /* independent vectors: keep several loads in flight */
-    for (int64_t v = first; v < nv; v += step) {
-        float y[8], wf[8], o[8];
-        mhc_unpack8(yb[v], y);
-        mhc_unpack8(__ldg(&w[v]), wf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] = mhc_norm_channel(y[i], rn, wf[i]);
-        out[v] = mhc_pack8(o);
+    for (int64_t v0 = first; v0 < nv; v0 += MHC_NORM_BATCH * step) {
+        mhc_norm_batch b;
+        mhc_norm_load(yb, w, nv, v0, step, b);
+        mhc_norm_store(b, rn, out, nv, v0, step);
     }
 }
 

@@ -222,9 +222,9 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
     }
     small_wait_stage(p, t, sm.epi);
     switch (p.epi) {
-    case MHC_EPI_GATES: mhc_epilogue_token<MHC_EPI_GATES>(p, t, false, true, sm.epi, s_row); break;
-    case MHC_EPI_DELAYED: mhc_epilogue_token<MHC_EPI_DELAYED>(p, t, false, true, sm.epi, s_row); break;
-    default: mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, t, false, true, sm.epi, s_row); break;
+    case MHC_EPI_GATES: mhc_epilogue_token<MHC_EPI_GATES>(p, t, true, sm.epi, s_row); break;
+    case MHC_EPI_DELAYED: mhc_epilogue_token<MHC_EPI_DELAYED>(p, t, true, sm.epi, s_row); break;
+    default: mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, t, true, sm.epi, s_row); break;
     }
 }
 
