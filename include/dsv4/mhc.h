@@ -77,8 +77,8 @@
  *     and one per token for the gates, which waits on per-producer completion flags in
  *     the workspace (see dsv4_mhc_plan_t.workspace_bytes). fp32 FMA: tolerance 1e-5.
  *     (The spec's reference geometry is (6, 8, 128); (6, H/256, 256) issues each
- *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a seam it projects the bf16-rounded post-apply values, the
- *     stored R_new, like the tensor-core route (upstream projects the unrounded fp32
+ *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a
+ *     seam it projects the bf16-rounded post-apply values, the stored R_new, like the tensor-core route (upstream projects the unrounded fp32
  *     values, which puts its gates up to ~3e-3 from the unfused pipeline; the plan's
  *     unrounded_input says which). The routes differ only in summation order; R_new
  *     is identical on both.
@@ -86,9 +86,14 @@
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits),
  *     fp32 accumulation: tolerance 1e-5 as on the FMA route. In a seam, post, collapse,
- *     sum of squares and projection run in one pass over the residual.
+ *     sum of squares and projection run in one pass over the residual. It addresses
+ *     token rows with 32-bit element offsets: a run call in which a token tensor's last
+ *     element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168, dense) returns
+ *     DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.
  *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
- *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (one CTA per token).
+ *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (gate CTAs of 4 tokens,
+ *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per
+ *   token).
  *
  * Gate tolerances (numerics.md section 8): pre, post and comb within 1e-5 absolute of an
  * fp64 evaluation fed the kernel's own mix; sqrsum relative error <= 1e-5.

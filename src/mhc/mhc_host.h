@@ -110,6 +110,9 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
 size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T);
 /* Fills p->plan (route, splits, geometry) for the pipeline's T, H and producer. */
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
+/* The tensor-core kernel addresses token rows as base + a 32-bit element offset: a tensor
+ * whose last element lies past 2^32 - 1 is refused (DSV4_STATUS_UNSUPPORTED). */
+dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p);
 /* Checks the workspace against the plan, then enqueues K1 and K2. */
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream);
 

@@ -3,6 +3,8 @@
  * pointer checks every variant has (and those pre and seam share for the collapse), and the launches on the caller's stream: the one
  * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
  */
+#include <stdint.h>
+
 #include "common/error.h"
 #include "mhc/mhc_host.h"
 
@@ -28,6 +30,28 @@ dsv4_status_t mhc_collapse_args(mhc_args_check_t *c, const mhc_pipe_t *p, int re
     return mhc_arg_rows(c, "aux", p->aux, 0, T, p->aux_stride, H, 1);
 }
 
+dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p) {
+    const int64_t T = p->T, H = p->H, rl = p->prod == MHC_PROD_BCAST ? H : 4 * H;
+    const struct {
+        const char *what;
+        const void *ptr;
+        int64_t stride, row;
+    } span[] = {{"x", p->prod == MHC_PROD_POST ? p->x : NULL, p->x_stride, H},
+                {"residual", p->res, p->res_stride, rl},
+                {"residual_out", p->res_out, p->res_out_stride, 4 * H},
+                {"layer_input", p->li, p->li_stride, H},
+                {"aux", p->aux, p->aux_stride, H}};
+    for (size_t i = 0; i < sizeof span / sizeof span[0]; ++i) {
+        const int64_t last = (T - 1) * span[i].stride + span[i].row;
+        if (span[i].ptr && last > (int64_t)UINT32_MAX)
+            return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
+                             "%s spans %lld elements (T = %lld, stride %lld); the tensor-core route addresses at most "
+                             "2^32 - 1 elements per tensor: split the call into fewer tokens",
+                             span[i].what, (long long)last, (long long)T, (long long)span[i].stride);
+    }
+    return DSV4_STATUS_SUCCESS;
+}
+
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream) {
     DSV4_TRY(dsv4_check_workspace(op, p->plan.workspace_bytes, ws, ws_bytes));
     if (p->plan.workspace_bytes) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 16));
@@ -36,6 +60,7 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->flags = (unsigned *)ws;
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
+    DSV4_TRY(mhc_check_tc_offsets(op, p));
     DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);
 }

@@ -76,7 +76,7 @@ template <int PROD> struct tc_geom {
  * offset, the thread's row offset (token x stride + its channel group, computed once) plus
  * the chunk's column: one add and one shift-add per address. v7 rebuilt each address from
  * 64-bit products in every chunk (~100 integer instructions per chunk and thread). The
- * host refuses tensors whose offsets do not fit in 32 bits (mhc_launch_proj_tc). A row
+ * host refuses tensors whose offsets do not fit in 32 bits (mhc_check_tc_offsets). A row
  * past T takes row T - 1's offsets, so it loads real data (its results are never stored)
  * and no path branches on validity. */
 struct tc_rows {
@@ -384,17 +384,6 @@ extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t s
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
-    /* tc_rows: every row address is base + a 32-bit element offset */
-    const int64_t rl = p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H;
-    const struct { const void *ptr; int64_t stride, row; } span[] = {
-        {p->prod == MHC_PROD_POST ? p->x : nullptr, p->x_stride, p->H}, {p->res, p->res_stride, rl},
-        {p->res_out, p->res_out_stride, 4 * p->H}, {p->li, p->li_stride, p->H}, {p->aux, p->aux_stride, p->H}};
-    for (const auto &sp : span)
-        if (sp.ptr && (p->T - 1) * sp.stride + sp.row > (int64_t)UINT32_MAX)
-            return dsv4_fail(DSV4_STATUS_UNSUPPORTED, "mhc_proj_tc",
-                             "a token tensor spans %lld elements (T = %lld, stride %lld); the tensor-core route "
-                             "addresses at most 2^32 - 1 per tensor",
-                             (long long)((p->T - 1) * sp.stride + sp.row), (long long)p->T, (long long)sp.stride);
     switch (p->prod) {
     case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
     case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);

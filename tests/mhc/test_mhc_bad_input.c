@@ -98,6 +98,13 @@ static void bad_seam(th_ctx_t *t) {
     d.hidden = 1152;
     d.route = DSV4_MHC_ROUTE_SMALL_T;
     seam_case(t, &d, &a, DSV4_STATUS_UNSUPPORTED, "SMALL_T", 1, "forced small-T at H = 1152");
+    /* the tensor-core route's 32-bit row offsets: the residual's last element at 15 x 2^29
+     * + 4H > 2^32 - 1 is refused by the run call (the fake tensors are 2^36 bytes apart, so
+     * the 16 GB span overlaps nothing); the reference has no such limit */
+    seam_valid(&d, &a);
+    d.tokens = 16;
+    d.residual_stride = (int64_t)1 << 29;
+    seam_case(t, &d, &a, DSV4_STATUS_UNSUPPORTED, "2^32", 0, "residual spanning more than 2^32 elements");
 
     SEAM_ARG(x, NULL, DSV4_STATUS_NULL_POINTER, "x", 1);
     SEAM_ARG(residual, NULL, DSV4_STATUS_NULL_POINTER, "residual", 1);
