@@ -1,7 +1,6 @@
 /*
- * One token's gates epilogue, by every thread of a CTA (spec/mhc.md 3.2-3.5, 6.4). Shared
- * by K2 of the tensor-core route (epilogue_kernel.cu, one CTA per token) and the gate CTAs
- * of the small-T kernel (small_t_kernel.cu), so both routes run the same operations:
+ * The gates epilogue (spec/mhc.md 3.2-3.5, 6.4), in the forms the routes use, all running
+ * the same operations in the same order:
  *
  *   raw[m] = sum_{s = 0..S-1} raw_part[s][t][m]   (serially, in slice order)
  *   sq     = sqrsum_in[t] if given, else sum_s sq_part[s][t] (slice order)
@@ -11,17 +10,18 @@
  *   IMMEDIATE (V4):   layer_input = [norm](collapse(row, fresh pre)), aux, from the row the
  *                     pipeline names (R_new, R or the broadcast copy)
  *
- * Decomposition (mhc_epilogue_token: the small-T gate CTAs and the V4 K2, one token per
- * CTA): all threads stage the S x 25 partials in shared memory (all loads in flight
- * together), threads 0..24 sum them in slice order; warp 0 evaluates the gates (lanes 0..7
- * sigmoids, lanes e = lane & 15 one Sinkhorn element each, width-16 shuffles); in V4 all
- * warps then collapse the row with the pre (the row waits in dynamic shared memory, 2H
- * bytes, for the norm's second pass).
- * The tensor-core K2 of the gates op and of V4.1 splits the roles instead (v8): gate CTAs
- * of MHC_EPI_TPC tokens, one warp each, which stages its token's partials by cp.async
- * and sums them in slice order (mhc_gate_warps), and, for V4.1 with a norm weight, one norm CTA per token
- * (mhc_norm_token). A CTA that did both lived as long as its Sinkhorn chain while its
- * other warps walked the row one dependent round trip per vector.
+ * mhc_epilogue_token (the small-T gate CTAs and the V4 K2; one token per CTA): all threads
+ * stage the S x 25 partials in shared memory (all loads in flight together), threads
+ * 0..24 sum them in slice order; warp 0 evaluates the gates (lanes 0..7 sigmoids, lanes
+ * e = lane & 15 one Sinkhorn element each, width-16 shuffles); in V4 all warps then
+ * collapse the row with the pre (the row waits in dynamic shared memory, 2H bytes, for
+ * the norm's second pass).
+ * The tensor-core K2 of the gates op and of V4.1 (epilogue_kernel.cu, session 4's v10)
+ * splits the roles: gate CTAs of MHC_EPI_TPC tokens, one warp each, which stages its
+ * token's partials by cp.async and sums them in slice order (mhc_gate_warps), and for
+ * V4.1 with a norm weight one norm CTA per token (mhc_norm_token). The earlier one-token
+ * CTA did both, so it lived as long as its Sinkhorn chain while its other warps walked the
+ * row one dependent round trip per vector.
  * Numerics: fp32; IEEE sqrt and divisions; expf (not bit-exact with the C library's,
  * hence the 1e-5 tolerance on gates); bf16 outputs through mhc_pack2.
  */
