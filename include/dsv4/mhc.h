@@ -78,10 +78,10 @@
  *     the workspace (see dsv4_mhc_plan_t.workspace_bytes). fp32 FMA: tolerance 1e-5.
  *     (The spec's reference geometry is (6, 8, 128); (6, H/256, 256) issues each
  *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a
- *     seam it projects the bf16-rounded post-apply values, the stored R_new, like the tensor-core route (upstream projects the unrounded fp32
- *     values, which puts its gates up to ~3e-3 from the unfused pipeline; the plan's
- *     unrounded_input says which). The routes differ only in summation order; R_new
- *     is identical on both.
+ *     seam it projects the bf16-rounded post-apply values, the stored R_new, like the
+ *     tensor-core route (upstream projects the unrounded fp32 values, which puts its
+ *     gates up to ~3e-3 from the unfused pipeline; the plan's unrounded_input says
+ *     which). The routes differ only in summation order; R_new is identical on both.
  *   TENSOR_CORE (auto for T >= 16, or when no geometry tiles H): mma.sync.m16n8k16 on the
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits),

@@ -1,6 +1,7 @@
 /*
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
- * pointer checks every variant has (and those pre and seam share for the collapse), and the launches on the caller's stream: the one
+ * pointer checks every variant has (and those pre and seam share for the collapse), the
+ * tensor-core route's offset limit, and the launches on the caller's stream: the one
  * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
  */
 #include <stdint.h>

@@ -17,8 +17,8 @@
  *   stream (32 channels of e): it loads 16-byte vectors, computes the post-apply with the
  *   shared per-channel function (its token's post, comb and pre-mix come from shared
  *   memory, 64 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
- *   stores, and writes its bf16 A row segment to shared memory. The CTA's fn chunk (24 x 128 fp32) is read
- *   as 3 float4 per thread, split into hi/lo bf16 and stored N-major.
+ *   stores, and writes its bf16 A row segment to shared memory. The CTA's fn chunk
+ *   (24 x 128 fp32) is read as 3 float4 per thread, split into hi/lo bf16 and stored N-major.
  *   The optional outputs (collapse with or without a pre-mix, aux) are template mode bits
  *   (TC_COLL, TC_PMIX, TC_AUX), and addresses are 32-bit offsets from the tensor bases
  *   (tc_rows): v8 cut the seam's loop from ~750 to ~530 instructions per thread and chunk.
@@ -294,7 +294,8 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     __syncthreads();
 
     /* chunk indices fit in 32 bits (H <= MHC_MAX_HIDDEN); int keeps the loop in one register */
-    const int nchunks = (int)(H / tc_geom<PROD>::CW), cps = nchunks / (int)S, c_begin = (int)split * cps, c_end = c_begin + cps;
+    const int nchunks = (int)(H / tc_geom<PROD>::CW), cps = nchunks / (int)S;
+    const int c_begin = (int)split * cps, c_end = c_begin + cps;
     const int mt = warp & 3, kh = warp >> 2;
     float acc[3][4];
 #pragma unroll
