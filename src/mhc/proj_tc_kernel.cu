@@ -26,11 +26,12 @@
  *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
  *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
  *   The two k-halves are added through shared memory at the end (half 0 + half 1).
- * Pipeline: once this chunk's A and B tiles are published (barrier), the next chunk's
- *   inputs and fn values are loaded into registers, in flight during this chunk's mma; the
- *   token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further on are prefetched into L2 at
- *   the same point (tc_prefetch), and other resident CTAs (2 per SM at <= 128 registers)
- *   cover the rest of the latency.
+ * Pipeline: as soon as the producer has consumed this chunk's inputs, the next chunk's
+ *   are loaded into the same registers (in flight during the fn conversion, the barrier's
+ *   wait and this chunk's mma; v12); the next fn values follow once the B tile is
+ *   published (barrier), and the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further
+ *   on are prefetched into L2 at that point (tc_prefetch); other resident CTAs (2 per SM
+ *   at <= 128 registers) cover the rest of the latency.
  *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
  *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 28 fp32 (7,168 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
@@ -96,12 +97,15 @@ __device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, const
     return p.res + (r.orr + c0 + (uint32_t)v * (uint32_t)p.H);
 }
 
+/* want_v: the token inputs; want_f: the fn values (issued separately: see the loop). */
 template <int PROD>
-__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, int tid, tc_in &in) {
+__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, int tid, bool want_v,
+                                        bool want_f, tc_in &in) {
     const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
 #pragma unroll
-    for (int v = 0; v < tc_nvec<PROD>; ++v)
+    for (int v = 0; v < tc_nvec<PROD> && want_v; ++v)
         in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, r, chunk, v)));
+    if (!want_f) return;
     /* fn [24][K] has < 2^32 elements (K <= 4 * MHC_MAX_HIDDEN): 32-bit offsets */
     const uint32_t K = PROD == MHC_PROD_BCAST ? (uint32_t)H : 4 * (uint32_t)H;
 #pragma unroll
@@ -305,15 +309,18 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     float sq = 0.0f, ss = 0.0f;
 
     tc_in in;
-    tc_load<PROD>(p, rw, c_begin, tid, in);
+    tc_load<PROD>(p, rw, c_begin, tid, true, true, in);
     for (int d = 1; d <= MHC_TC_PREFETCH_CHUNKS; ++d)
         if (c_begin + d < c_end) tc_prefetch<PROD>(p, rw, c_begin + d);
     for (int c = c_begin; c < c_end; ++c) {
         const bool more = c + 1 < c_end;
         tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
+        /* the producer is done with this chunk's inputs: the next chunk's leave now, so
+         * that their round trip also covers the fn conversion and the barrier's wait */
+        if (more) tc_load<PROD>(p, rw, c + 1, tid, true, false, in);
         tc_store_b(in, tid, sB);
         __syncthreads();
-        if (more) tc_load<PROD>(p, rw, c + 1, tid, in);
+        if (more) tc_load<PROD>(p, rw, c + 1, tid, false, true, in);
         if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, rw, c + 1 + MHC_TC_PREFETCH_CHUNKS);
         tc_mma(sA, sB, mt, kh, lane, acc);
         __syncthreads();
