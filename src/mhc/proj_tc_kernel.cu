@@ -26,12 +26,13 @@
  *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
  *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
  *   The two k-halves are added through shared memory at the end (half 0 + half 1).
- * Pipeline: as soon as the producer has consumed this chunk's inputs, the next chunk's
- *   are loaded into the same registers (in flight during the fn conversion, the barrier's
- *   wait and this chunk's mma; v12); the next fn values follow once the B tile is
- *   published (barrier), and the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further
- *   on are prefetched into L2 at that point (tc_prefetch); other resident CTAs (2 per SM
- *   at <= 128 registers) cover the rest of the latency.
+ * Pipeline: the next chunk's token inputs are loaded into the same registers as soon as
+ *   the producer has consumed this chunk's (RES, BCAST: in flight during the fn
+ *   conversion, the barrier's wait and this chunk's mma) or once the tiles are published
+ *   (POST: after the barrier, in flight during the mma), the next fn values after the
+ *   barrier; the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further on are prefetched
+ *   into L2 at that point (tc_prefetch); other resident CTAs (2 per SM at <= 128 registers)
+ *   cover the rest of the latency.
  *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
  *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 28 fp32 (7,168 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
@@ -85,6 +86,9 @@ struct tc_rows {
 };
 
 template <int PROD> constexpr int tc_nvec = PROD == MHC_PROD_POST ? 5 : 4;
+/* Whether the next chunk's token inputs are loaded before the fn conversion and the first
+ * barrier (v12) or after it (v10): same-run H200 A/B in docs/mhc.md (session 4, run 10). */
+template <int PROD> constexpr bool TC_EARLY_INPUTS = PROD != MHC_PROD_POST;
 
 /* Address of the thread's 16-byte token-input
  * vector v of a chunk (POST: x, R0..R3 | RES: R0..R3 | BCAST: 4 x 8 channels of e): the one
@@ -315,12 +319,13 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     for (int c = c_begin; c < c_end; ++c) {
         const bool more = c + 1 < c_end;
         tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
-        /* the producer is done with this chunk's inputs: the next chunk's leave now, so
-         * that their round trip also covers the fn conversion and the barrier's wait */
-        if (more) tc_load<PROD>(p, rw, c + 1, tid, true, false, in);
+        /* RES, BCAST: the producer is done with this chunk's inputs, so the next chunk's leave
+         * now and their round trip also covers the fn conversion and the barrier's wait
+         * (gates op -9 %); POST (the seams) measured 3 % slower that way and loads after it */
+        if (TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, c + 1, tid, true, false, in);
         tc_store_b(in, tid, sB);
         __syncthreads();
-        if (more) tc_load<PROD>(p, rw, c + 1, tid, false, true, in);
+        if (more) tc_load<PROD>(p, rw, c + 1, tid, !TC_EARLY_INPUTS<PROD>, true, in);
         if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, rw, c + 1 + MHC_TC_PREFETCH_CHUNKS);
         tc_mma(sA, sB, mt, kh, lane, acc);
         __syncthreads();
