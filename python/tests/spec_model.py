@@ -196,6 +196,20 @@ def swa_q_model(q_bf16, cs_rows, eps):
     return y
 
 
+def assert_attention_close(got_bf16, ref64, maxk, what, nan_positions=False):
+    """The attention header's tolerance: max abs <= 1e-2 max|K|, relative L2 <= 5e-3;
+    nan_positions: the NaN positions must match as well."""
+    g = bf16_to_f32(got_bf16).astype(np.float64)
+    if nan_positions:
+        assert np.array_equal(np.isnan(g), np.isnan(ref64)), f"{what}: NaN positions differ"
+    err = np.abs(g - ref64)
+    rel = np.linalg.norm(g - ref64) / max(np.linalg.norm(ref64), 1e-300)
+    i = np.unravel_index(np.argmax(err), err.shape)
+    assert err.max() <= 1e-2 * maxk and rel <= 5e-3, (
+        f"{what}: max abs {err.max():.3e} at (t, h, d) {i} (got {g[i]:.6g}, ref {ref64[i]:.6g}, tolerance "
+        f"{1e-2 * maxk:.3e} = 1e-2 max|K|), rel L2 {rel:.3e} (tolerance 5e-3)")
+
+
 def ulp_diff_bf16(a, b):
     """|a - b| in bf16 ulps (ordered integer distance of the bit patterns)."""
     def ordered(x):

@@ -144,14 +144,7 @@ def test_decode_swa(gpu, rng):
 
 # ---- attention -----------------------------------------------------------------------------
 def _within_tolerance(got_bf16, ref64, maxk, what):
-    g = sm.bf16_to_f32(got_bf16).astype(np.float64)
-    assert np.array_equal(np.isnan(g), np.isnan(ref64)), f"{what}: NaN positions differ"
-    err = np.abs(g - ref64)
-    rel = np.linalg.norm(g - ref64) / max(np.linalg.norm(ref64), 1e-300)
-    i = np.unravel_index(np.argmax(err), err.shape)
-    assert err.max() <= 1e-2 * maxk and rel <= 5e-3, (
-        f"{what}: max abs {err.max():.3e} at (t, h, d) {i} (got {g[i]:.6g}, ref {ref64[i]:.6g}, tolerance "
-        f"{1e-2 * maxk:.3e} = 1e-2 max|K|), rel L2 {rel:.3e} (tolerance 5e-3)")
+    sm.assert_attention_close(got_bf16, ref64, maxk, what, nan_positions=True)
 
 
 def test_sparse_mla_decode_configs_and_splits(gpu, rng):

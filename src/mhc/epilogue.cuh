@@ -98,12 +98,9 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     }
 }
 
-/* The split K2's staging buffer (dynamic shared memory): MHC_EPI_TPC x S rows of
- * MHC_EPI_PITCH floats (a gate warp's raw[24] and sq per slice; 16-byte aligned rows for
- * cp.async), of which a norm CTA uses the first S floats (its ss partials). Partials
- * arrive by cp.async, so all of them are in flight at once without holding registers. */
-#define MHC_EPI_PITCH 28
-#define MHC_EPI_SPLIT_SMEM(S) ((size_t)MHC_EPI_TPC * (S) * MHC_EPI_PITCH * sizeof(float))
+/* The split K2's staging buffer (dynamic shared memory, MHC_EPI_SPLIT_SMEM): a norm CTA
+ * uses its first S floats (the ss partials). Partials arrive by cp.async, so all of them
+ * are in flight at once without holding registers. */
 
 /* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
  * the same operations and order as mhc_epilogue_token). */

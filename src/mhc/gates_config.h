@@ -83,10 +83,13 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
  * gates, then all warps collapse the row with the fresh pre (the row buffer of
  * collapse_config.h). The small-T kernel's gate CTAs run the per-token form. */
 #define MHC_EPI_THREADS 128
-/* The tensor-core K2's gate CTAs: tokens per CTA, one warp each. */
+/* The tensor-core K2's gate CTAs: tokens per CTA, one warp each, and their partials staged
+ * in dynamic shared memory: MHC_EPI_TPC x S rows of MHC_EPI_PITCH floats (a warp's raw[24]
+ * and sq per slice; 16-byte aligned rows for cp.async), at most 28,672 bytes (S <= 64). */
 #define MHC_EPI_TPC (MHC_EPI_THREADS / 32)
-/* Their staged partials: 4 x S x 28 floats, at most 28,672 bytes (S <= 64). */
-DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_TPC * MHC_TC_MAX_SPLIT * 28 * 4 + 4 * 25 * 4 + 4, "mhc split K2 staging");
+#define MHC_EPI_PITCH 28
+#define MHC_EPI_SPLIT_SMEM(S) ((size_t)MHC_EPI_TPC * (S) * MHC_EPI_PITCH * sizeof(float))
+DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_SPLIT_SMEM(MHC_TC_MAX_SPLIT) + MHC_EPI_TPC * 25 * 4 + 4, "mhc split K2 staging");
 
 /* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
  * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */
