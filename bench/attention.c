@@ -456,6 +456,7 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512_cfg3_S3", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S8", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S16", run_decode},
+    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S32", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg2_S20", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512_cfg1_S16", run_decode},

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU verification script. On a machine with a CUDA GPU: builds for the GPU present,
-# runs the whole test suite (GPU tests included), runs compute-sanitizer memcheck and
-# racecheck over every GPU test, and runs the benchmark with checks. Logs and results go
+# runs the whole test suite (GPU tests included), runs compute-sanitizer memcheck,
+# racecheck and synccheck over every GPU test, and runs the benchmark with checks. Logs and results go
 # to the folder given (default: gpu-results). Exit status is nonzero if anything failed.
 #
 #   scripts/gpu_check.sh OUTDIR [bench args...]
@@ -44,7 +44,7 @@ grep -hE "^\s+(all 2|e4m3 vs|device 0|[0-9]+ differences)" "$out/ctest.log" | te
 fi
 
 if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
-  step "compute-sanitizer memcheck + racecheck (parallel jobs, ${DSV4_SANITIZE_TIMEOUT:-none} s each)"
+  step "compute-sanitizer memcheck + racecheck + synccheck (parallel jobs, ${DSV4_SANITIZE_TIMEOUT:-none} s each)"
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
   if [ -z "$san" ]; then
     echo "compute-sanitizer not found" | tee -a "$out/summary.txt"; status=1
@@ -54,7 +54,7 @@ if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
     mkdir -p "$out/sanitizer"
     tmo=${DSV4_SANITIZE_TIMEOUT:+timeout -k 5 $DSV4_SANITIZE_TIMEOUT}
     pids=()
-    for tool in memcheck racecheck; do
+    for tool in memcheck racecheck synccheck; do
       for t in $(find "$DSV4_BUILD_DIR/tests" -type f -name 'test_*' -perm -u+x | sort); do
         case " ${DSV4_SANITIZE_ONLY:-$(basename "$t")} " in *" $(basename "$t") "*) ;; *) continue ;; esac
         log="$out/sanitizer/$tool-$(basename "$t").log"

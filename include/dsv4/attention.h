@@ -151,9 +151,10 @@ typedef struct dsv4_sparse_mla_plan {
  * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes in all.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
- * G >= sm_count; otherwise the largest S with G * S <= 2 * sm_count (one wave at two
- * resident CTAs per SM), at most one split per 32 keys of main.width + extra.width, at
- * most 32.
+ * G >= sm_count; otherwise, among the S with G * S <= 2 * sm_count (one wave at two
+ * resident CTAs per SM) and S <= 32, the smallest S whose splits have the fewest 16-key
+ * tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) / 16): more splits than
+ * that only add merge work.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);

@@ -32,12 +32,15 @@ dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, in
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
 
 /* The split count the policy picks (spec: section 5; attention.h says the rule). */
-int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t total_width, int64_t sm_count);
+int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count);
 
 /* SMs of the current device, cached per device ordinal; 0 when there is none. */
 int64_t mla_current_sm_count(void);
 
 float mla_scale_or_default(float scale);
+
+/* Division of slot ids by P in the decode kernel: see mla_host.c. */
+void mla_page_magic(int64_t P, uint32_t *magic, int32_t *shift);
 
 /* The list descriptions the kernels and the references both walk: the one mapping from
  * the public descriptors (stride 0 = width; decode: paged fp8 records, valid ids

@@ -14,12 +14,18 @@
  *   - the K tile in shared memory serves both products: QK reads it with ldmatrix
  *     (keys = n), PV with ldmatrix.trans (keys = k), each B fragment feeding MT mmas.
  *
- * Per tile (three barriers; decode adds one for its dequantization pass):
- *   [A] wait for the tile's cp.async group, barrier; issue the next tile's copies into
- *       the other buffer (one tile of lookahead) and prefetch the rows PF tiles ahead
- *       into L2 (PF per producer), both with ids that arrived by cp.async with the
- *       previous tile (no global load on the critical path); decode: dequantize fp8 ->
- *       bf16 tile, barrier.
+ * The WH warps that share a dim slice (a "slice group"; one warp in configs 1 and 2)
+ * also own that slice of every K tile: they copy it, decode it (decode) and are its
+ * only readers, in QK and in PV. So a tile's arrival and the reuse of its buffer are
+ * ordered inside the group (its own cp.async wait + __syncwarp, or a named barrier for
+ * WH = 2), not by a CTA barrier.
+ *
+ * Per tile (two CTA barriers):
+ *   [A] wait for the group's cp.async of this tile, group sync; issue the group's slice
+ *       of the next tile into the other buffer (one tile of lookahead) and prefetch its
+ *       lines PF tiles ahead into L2 (PF per producer), both with ids that arrived by
+ *       cp.async with the previous tile (no global load on the critical path); decode:
+ *       dequantize the group's slice of the fp8 records into the bf16 tile, group sync.
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
  *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
@@ -28,8 +34,11 @@
  *       give every lane the same bits); p -> bf16 into Ps, alpha -> smem, barrier.
  *   [D] PV: O = O * alpha + Ps * K (ldmatrix of Ps as A, ldmatrix.trans of K as B);
  *       the rescale is skipped when alpha is 1 for all 16 rows of an m tile (exact).
- * The barriers also order the reuse of Sp, Ps and the K/raw buffers (a warp reaches
- * [B] of tile i+1 only after every warp has left [D] of tile i).
+ * The barriers also order the CTA-wide buffers: a warp writes Sp in [B] of tile i+1 only
+ * after every warp has read it in [C] of tile i, and Ps in [C] of tile i+1 only after
+ * every warp has left [D] of tile i (barrier [B] of tile i+1 lies between). The key
+ * flags (meta) of tile i+1 are written by group 0 in [A] of tile i, after barrier [C] of
+ * tile i-1 (their last readers) and before barrier [B] of tile i+1 (their next ones).
  *
  * Epilogue: the row owners publish m, l; then either raw partials (fp32 acc, m, l) go
  * to the workspace, or the direct path finalises with the sink (mla_softmax.cuh) and
@@ -65,11 +74,12 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int NBS = N / 8;        /* score n-blocks (keys)        */
     static constexpr int LPR = THREADS / HC; /* softmax lanes per head row   */
     static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
-    static constexpr int TPR = THREADS / N;  /* producer threads per key row */
+    static constexpr int GT = 32 * WH;       /* threads of a slice group     */
+    static constexpr int TPG = GT / N;       /* its producer threads per key row */
     static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
     static_assert(LPR >= 1 && LPR <= 32 && (LPR & (LPR - 1)) == 0, "softmax rows must sit inside a warp");
     static_assert(KPL >= 2 && KPL % 2 == 0 && KPL * LPR == N, "softmax lanes store bf16 pairs");
-    static_assert(TPR * N == THREADS, "producer threads must cover the tile rows");
+    static_assert(TPG * N == GT, "a slice group's producer threads must cover the tile rows");
     static_assert(NBS % 2 == 0 && NBO % 2 == 0, "ldmatrix x4 loads two n-blocks");
 };
 
@@ -80,9 +90,9 @@ template <class C> struct MlaSmemCommon {
     float alpha[C::HC];
     float m[C::HC];
     float l[C::HC];
-    int meta[2][MLA_N];                 /* per key: bit 0 valid, bit 1 decode scale half */
-    int cid[2][MLA_N];                  /* row ids of the next tile to copy, by tile parity */
-    int pid[2][MLA_N];                  /* row ids of the next tile to prefetch into L2     */
+    int meta[2][MLA_N];                 /* per key: 1 valid, 0 not (written by slice group 0) */
+    int cid[C::WD][2][MLA_N];           /* per slice group: ids of the next tile to copy, by tile parity */
+    int pid[C::WD][2][MLA_N];           /* per slice group: ids of the next tile to prefetch into L2     */
 };
 
 /* Which keys this CTA walks: list L, positions [begin, begin + count); t, split and
@@ -154,22 +164,42 @@ template <class C> static __device__ __forceinline__ void mla_prefetch_id_rows(c
     }
 }
 
-/* The key row a producer thread serves in tile `tile` (TPR threads per row, each taking
- * the 16-byte chunks part, part + TPR, ...), its id (fetched earlier) and whether it is
- * valid (0 <= id < num_valid of its own list). */
+/* The key row a producer thread serves in tile `tile` (TPG threads of its slice group per
+ * row; `part` says which share of the group's slice of the row), its id (fetched
+ * earlier) and whether it is valid (0 <= id < num_valid of its own list). */
 struct MlaRowJob {
     int row, part, list, id;
     bool valid;
 };
+/* A thread's index in its slice group (warps wd, wd + WD, ... form group wd). */
+template <class C> static __device__ __forceinline__ int mla_group_thread() {
+    return (int)(threadIdx.x >> 5) / C::WD * 32 + (int)(threadIdx.x & 31);
+}
 template <class C>
 static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile, int id) {
-    MlaRowJob r;
-    r.row = threadIdx.x / C::TPR;
-    r.part = threadIdx.x % C::TPR;
-    r.list = tile * C::N + r.row < w.count[0] ? 0 : 1;
+    MlaRowJob r; /* row and part from the thread index: cheaper than two live registers */
+    r.row = mla_group_thread<C>() / C::TPG;
+    r.part = mla_group_thread<C>() % C::TPG;
+    r.list = tile * MLA_N + r.row < w.count[0] ? 0 : 1;
     r.id = id;
     r.valid = id >= 0 && (int64_t)id < p.list[r.list].num_valid;
     return r;
+}
+
+/* threadIdx.x through an opaque read: values derived from it are recomputed where this
+ * is called instead of being kept in registers (the 8-warp config, at its 128-register
+ * cap, spilled such values across the tile loop). */
+static __device__ __forceinline__ int mla_opaque_tid() {
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+}
+
+/* Orders the threads of slice group wd (the WH warps sharing dims wd*DW ..): a warp
+ * sync for one warp, otherwise named barrier 1 + wd over the group's 32*WH threads. */
+template <class C> static __device__ __forceinline__ void mla_slice_sync(int wd) {
+    if (C::WH == 1) __syncwarp();
+    else asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wd), "r"(C::GT) : "memory");
 }
 
 static __device__ __forceinline__ uint32_t mla_ld_u32(const uint16_t *p) { return *(const uint32_t *)p; }
@@ -228,7 +258,7 @@ static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, in
 #pragma unroll
         for (int d = 1; d < C::WD; ++d) acc = __fadd_rn(acc, sm.sp[d][row][k0 + k]);
         s[k] = __fmul_rn(acc, scale);
-        valid[k] = (sm.meta[buf][k0 + k] & 1) != 0;
+        valid[k] = sm.meta[buf][k0 + k] != 0;
         if (valid[k]) tmax = fmaxf(tmax, s[k]);
     }
 #pragma unroll
@@ -276,12 +306,13 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
             }
         }
     }
+    const int pl = C::NW > 4 ? mla_opaque_tid() & 31 : lane; /* see mla_opaque_tid */
 #pragma unroll
     for (int kstep = 0; kstep < C::N / 16; ++kstep) {
         uint32_t pa[C::MT][4];
 #pragma unroll
         for (int mt = 0; mt < C::MT; ++mt)
-            dsv4_ldmatrix_x4(pa[mt], &sm.ps[hw + 16 * mt + (lane & 15)][16 * kstep + ((lane >> 4) << 3)]);
+            dsv4_ldmatrix_x4(pa[mt], &sm.ps[hw + 16 * mt + (pl & 15)][16 * kstep + ((pl >> 4) << 3)]);
 #pragma unroll
         for (int nbp = 0; nbp < C::NBO / 2; ++nbp) {
             /* x4.trans: (keys 0-7, dims +0), (keys 8-15, +0), (keys 0-7, +8), (keys 8-15, +8) */
@@ -298,11 +329,46 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
     }
 }
 
+/* Partials or the final bf16 rows of a CTA. The thread's geometry is read afresh
+ * (mla_opaque_tid): nothing from before the tile loop has to live through it. */
+template <class C>
+static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const MlaSmemCommon<C> &sm,
+                                                    const MlaWork &w, const float (&o)[C::MT][C::NBO][4]) {
+    const int tid = mla_opaque_tid(), g = (tid & 31) >> 2, tq = tid & 3;
+    const int hw = (tid >> 5) / C::WD * 16 * C::MT, dim0 = (tid >> 5) % C::WD * C::DW;
+    const int head_cta = w.head_cta;
+    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
+    if (p.part_acc && tid < C::HC) {
+        p.part_m[part_row0 + tid] = sm.m[tid];
+        p.part_l[part_row0 + tid] = sm.l[tid];
+    }
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int row = hw + 16 * mt + g + 8 * half, head = head_cta + row;
+            if (p.part_acc) {
+                float *dst = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
+#pragma unroll
+                for (int nb = 0; nb < C::NBO; ++nb)
+                    *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
+            } else {
+                const mla_final f = mla_final_single(sm.m[row], sm.l[row], p.sink, head);
+                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
+#pragma unroll
+                for (int nb = 0; nb < C::NBO; ++nb)
+                    *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
+                                                                   mla_final_apply(f, o[mt][nb][2 * half + 1]));
+            }
+        }
+}
+
 /*
  * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with a member `c` of
- * MlaSmemCommon<C>), issue() (cp.async a row job's chunks into buffer `buf` and set
- * meta[buf]), prefetch() (the job's row into L2) and tile() (make the bf16 K tile of
- * buffer `buf` ready and return it).
+ * MlaSmemCommon<C>), issue() (cp.async slice wd of a row job into buffer `buf`; group 0
+ * also sets meta[buf]), prefetch() (the lines of slice wd of the job's row into L2) and
+ * tile() (make slice wd of the bf16 K tile of buffer `buf` ready, sync the group, and
+ * return the tile).
  */
 template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
     __shared__ __align__(16) typename Prod::Smem sm;
@@ -358,38 +424,42 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
      * round trip, not two), tiles 2 .. PF-1 into L2; the ids of tile 2 (copied at
      * iteration 1) and of tile PF (prefetched at iteration 0) travel with tile 0.
      * Iteration i then copies tile i+1 and prefetches tile i+PF with ids that arrived
-     * with the previous tile (cid[(i+1)&1], pid[i&1]) and fetches those of tiles i+2
-     * and i+PF+1 the same way. Each ring slot is rewritten only after barrier [A] of the
-     * iteration after its readers'. */
-    const int ntiles = (w.n + C::N - 1) / C::N, krow = tid / C::TPR;
-    const bool id_keeper = tid % C::TPR == 0;
-    if (ntiles > 0) Prod::template issue<C>(p, mla_row_job<C>(p, w, 0, mla_key_id(p, w, krow)), 0, sm);
+     * with the previous tile (cid[(i+1)&1], pid[i&1] of the group) and fetches those of
+     * tiles i+2 and i+PF+1 the same way. Every ring slot and buffer slice is written and
+     * read by one slice group only; the group sync after the wait of iteration i orders
+     * its rewrite after the reads of iteration i-1. */
+    const int ntiles = (w.n + C::N - 1) / C::N;
+    const int krow = mla_group_thread<C>() / C::TPG;
+    const bool id_keeper = mla_group_thread<C>() % C::TPG == 0;
+    if (ntiles > 0) Prod::template issue<C>(p, mla_row_job<C>(p, w, 0, mla_key_id(p, w, krow)), 0, sm, wd);
     if (id_keeper) {
-        mla_key_id_async(p, w, 2 * C::N + krow, &sm.c.cid[0][krow]);
-        if (PF > 0) mla_key_id_async(p, w, PF * C::N + krow, &sm.c.pid[0][krow]);
+        mla_key_id_async(p, w, 2 * C::N + krow, &sm.c.cid[wd][0][krow]);
+        if (PF > 0) mla_key_id_async(p, w, PF * C::N + krow, &sm.c.pid[wd][0][krow]);
     }
     dsv4_cp_async_commit();
-    if (ntiles > 1) Prod::template issue<C>(p, mla_row_job<C>(p, w, 1, mla_key_id(p, w, C::N + krow)), 1, sm);
+    if (ntiles > 1)
+        Prod::template issue<C>(p, mla_row_job<C>(p, w, 1, mla_key_id(p, w, C::N + krow)), 1, sm, wd);
     dsv4_cp_async_commit();
 #pragma unroll
     for (int j = 2; j < PF; ++j)
-        if (j < ntiles) Prod::template prefetch<C>(p, mla_row_job<C>(p, w, j, mla_key_id(p, w, j * C::N + krow)));
+        if (j < ntiles)
+            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, j, mla_key_id(p, w, j * C::N + krow)), wd);
 
     for (int i = 0; i < ntiles; ++i) {
         const int buf = i & 1;
         if (i == 0) dsv4_cp_async_wait<1>(); /* tile 1 may stay in flight */
         else dsv4_cp_async_wait<0>();
-        __syncthreads(); /* [A] */
+        mla_slice_sync<C>(wd); /* [A] */
         if (i >= 1 && i + 1 < ntiles)
-            Prod::template issue<C>(p, mla_row_job<C>(p, w, i + 1, sm.c.cid[buf ^ 1][krow]), buf ^ 1, sm);
+            Prod::template issue<C>(p, mla_row_job<C>(p, w, i + 1, sm.c.cid[wd][buf ^ 1][krow]), buf ^ 1, sm, wd);
         if (PF > 0 && i + PF < ntiles)
-            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, i + PF, sm.c.pid[buf][krow]));
+            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, i + PF, sm.c.pid[wd][buf][krow]), wd);
         if (id_keeper) {
-            if (i >= 1) mla_key_id_async(p, w, (i + 2) * C::N + krow, &sm.c.cid[buf][krow]);
-            if (PF > 0) mla_key_id_async(p, w, (i + PF + 1) * C::N + krow, &sm.c.pid[buf ^ 1][krow]);
+            if (i >= 1) mla_key_id_async(p, w, (i + 2) * C::N + krow, &sm.c.cid[wd][buf][krow]);
+            if (PF > 0) mla_key_id_async(p, w, (i + PF + 1) * C::N + krow, &sm.c.pid[wd][buf ^ 1][krow]);
         }
         dsv4_cp_async_commit();
-        const uint16_t *kt = Prod::template tile<C>(sm, buf);
+        const uint16_t *kt = Prod::template tile<C>(sm, buf, wd, mla_group_thread<C>());
         mla_qk<C>(qf, kt, sm.c.sp[wd], hw, dim0, lane);
         __syncthreads(); /* [B] */
         mla_softmax_rows<C>(sm.c, buf, p.scale);
@@ -398,33 +468,9 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     }
 
     /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
-     * or the initial values); then partials or the final bf16 rows. */
+     * or the initial values). */
     __syncthreads();
-    const int head_cta = w.head_cta;
-    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
-    if (p.part_acc && tid < C::HC) {
-        p.part_m[part_row0 + tid] = sm.c.m[tid];
-        p.part_l[part_row0 + tid] = sm.c.l[tid];
-    }
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int row = hw + 16 * mt + g + 8 * half, head = head_cta + row;
-            if (p.part_acc) {
-                float *dst = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
-#pragma unroll
-                for (int nb = 0; nb < C::NBO; ++nb)
-                    *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
-            } else {
-                const mla_final f = mla_final_single(sm.c.m[row], sm.c.l[row], p.sink, head);
-                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
-#pragma unroll
-                for (int nb = 0; nb < C::NBO; ++nb)
-                    *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
-                                                                   mla_final_apply(f, o[mt][nb][2 * half + 1]));
-            }
-        }
+    mla_epilogue<C>(p, sm.c, w, o);
 }
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:

@@ -9,9 +9,10 @@
  *   Sp  partial scores   WD * HC * (N + 4) * 4     (row pad: fewer bank conflicts)
  *   Ps  bf16 p           HC * (N + 8) * 2          (48-byte rows: conflict-free ldmatrix)
  *   alpha, m, l          3 * HC * 4
- *   meta, ids            6 * N * 4                 (flags; ids of the next copy and prefetch)
+ *   meta                 2 * N * 4                 (key flags)
+ *   ids                  WD * 4 * N * 4            (per slice group: ids of the next copy and prefetch)
  *   prefill: K tiles     2 * N * 1040              (bf16 rows of 520: conflict-free ldmatrix)
- *   decode:  raw records 2 * N * 592 + K tile N * 1040
+ *   decode:  raw records 2 * N * 576 + scale words 2 * WD * N * 4 + K tile N * 1040
  * All of it is static shared memory, so the ptxas gate and dsv4_launch_prepare see it;
  * the asserts below keep every config within 48 KB.
  */
@@ -22,7 +23,6 @@
 
 #define MLA_N 16         /* keys per tile                                        */
 #define MLA_KSTR 520     /* bf16 per K-tile row: 1040 B = 16 mod 128              */
-#define MLA_RAW_ROW 592  /* bytes per staged fp8 record: 576 data + 16 scale chunk */
 #define MLA_SSTR (MLA_N + 4)
 #define MLA_PSTR (MLA_N + 8)
 /* Rows are prefetched into L2 this many tiles before their tile is computed (the
@@ -44,19 +44,19 @@
 #define MLA_CFG_WD(id) 4
 #define MLA_CFG_WARPS(id) (MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 
-#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 6 * MLA_N * 4)
+#define MLA_SMEM_COMMON(hc, wd) \
+    ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4 + (wd) * 4 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2)
-#define MLA_SMEM_DECODE(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_RAW_ROW + MLA_N * MLA_KSTR * 2)
+#define MLA_SMEM_DECODE(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3");
 
-/* Split policy: aim for this many resident CTAs per SM, and at least this many keys
- * per split (two tiles), when T alone does not fill the GPU. */
+/* Split policy: when T alone does not fill the GPU, at most this many resident CTAs
+ * per SM (one wave), and among those split counts the fewest tiles per CTA. */
 #define MLA_TARGET_CTAS_PER_SM 2
-#define MLA_MIN_KEYS_PER_SPLIT 32
 
 /* Auto config: decode with few tokens uses 16 heads per CTA (more CTAs, lower latency);
  * otherwise 32 heads per CTA with 32-head warps (half the shared-memory traffic per

@@ -59,8 +59,7 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
         if (!sm && T > 0)
             return dsv4_fail(DSV4_STATUS_NO_DEVICE, OP,
                              "no CUDA device to plan the split count for; set sm_count or num_splits");
-        const int64_t width = d->main.width + (d->has_extra ? d->extra.width : 0);
-        S = mla_auto_splits(T, groups, width, sm);
+        S = mla_auto_splits(T, groups, d->main.width, d->has_extra ? d->extra.width : 0, sm);
     }
     p->num_splits = S;
     p->merge = S > 1 || d->force_merge;

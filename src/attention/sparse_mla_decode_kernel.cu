@@ -3,19 +3,22 @@
  * engine of mla_tile.cuh, which documents the formula, decomposition and pipeline), and
  * the split merge.
  *
- * Producer (fp8 records, spec/kv-cache.md sections 2-3): per key, slot -> page, pos;
- * data = page + pos*576 (448 e4m3 + 64 bf16 = 36 chunks of 16 B), scales = the 16-byte
- * aligned chunk page + P*576 + (pos & ~1)*8, which holds this slot's 8 scale bytes in
- * half (pos & 1) (in bounds: the page is >= P*584 bytes and a multiple of 16). 37
- * cp.async chunks per row into a double-buffered raw stage (2 x 16 x 592 B); invalid
- * slots (outside [0, num_pages*P) of their own cache, padding, past the split) are
- * zero-filled and flagged. Rows PF tiles ahead are prefetched into L2 (the 5 lines of
- * the record and its scale line): the slots are random, so nearly every record is a
- * DRAM read. After the tile lands, one pass dequantizes it into the bf16 K tile, once
- * per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by shift (prim/fp8.cuh,
- * exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at enc 255) read as 0 as
- * upstream (NaN codes are zeroed before decoding, the rest scrubbed only where they can
- * occur). Grid: T * S * H/HC CTAs.
+ * Producer (fp8 records, spec/kv-cache.md sections 2-3): per key, slot -> page, pos
+ * (a multiply-high by the host's magic number for P: mla_page_magic); data = page +
+ * pos*576 (448 e4m3 + 64 bf16 = 36 chunks of 16 B), the slot's 8 scale bytes at page +
+ * P*576 + pos*8. Slice group wd (mla_tile.cuh) stages only what its dims need, into a
+ * double-buffered raw stage (2 x 16 x 576 B): the record bytes of its dims (groups 0-2:
+ * 128 e4m3 codes = 8 chunks; group 3: 64 codes + the 64 bf16 RoPE values = 12 chunks,
+ * TPG threads per row taking adjacent chunks in each step) and the 4 scale bytes that cover them
+ * (one 4-byte cp.async per row into the group's own word). Invalid slots (outside
+ * [0, num_pages*P) of their own cache, padding, past the split) are zero-filled with a
+ * neutral scale and flagged. Rows PF tiles ahead are prefetched into L2 (the lines of
+ * the group's slice, and the scale line by group 3): the slots are random, so nearly
+ * every record is a DRAM read. After the tile lands the group dequantizes its slice into
+ * the bf16 K tile, once per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by
+ * shift (prim/fp8.cuh, exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at
+ * enc 255) read as 0 as upstream (NaN codes are zeroed before decoding, the rest scrubbed
+ * only where they can occur). Grid: T * S * H/HC CTAs.
  *
  * Merge (spec/sparse-mla.md section 5): one CTA of 128 threads per (token, head), 4
  * dims per thread; the S (m, l) pairs go through shared memory, the acc rows are read
@@ -49,61 +52,78 @@ struct MlaDecodeProd {
     static constexpr int PREFETCH_TILES = MLA_PREFETCH_TILES_DECODE;
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
-        uint8_t raw[2][MLA_N][MLA_RAW_ROW];
+        uint8_t raw[2][MLA_N][576];
+        uint32_t scale[2][C::WD][MLA_N]; /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
         MlaSmemCommon<C> c;
     };
 
-    /* Where a valid job's record lives: its 576 data bytes, its scale chunk, and which
-     * half of the chunk holds its 8 scale bytes. */
+    /* Slice group wd of the 4 owns dims [128 wd, 128 wd + 128): record bytes 128 wd ..
+     * (NoPE codes, one byte per dim) for wd < 3; group 3 owns codes 384..447 and the RoPE
+     * bf16 values, bytes 384..575. Its 64-dim scale blocks are 2 wd and 2 wd + 1 (group 3:
+     * block 6), bytes (2 wd) % 4 .. of the 4-byte word at 4 * (wd / 2). */
+    template <class C> static __device__ __forceinline__ int slice_chunks(int wd) { return wd == 3 ? 12 : 8; }
+
+    /* Where a valid job's record lives: its 576 data bytes and its 8 scale bytes. */
     struct Rec {
         const uint8_t *data, *scales;
-        int half;
     };
     static __device__ __forceinline__ Rec record(const mla_params_t &p, const MlaRowJob &r) {
         const mla_list_params_t &L = p.list[r.list];
-        /* 32-bit division: ids are non-negative int32 and P <= 2^20 (checked on the host). */
-        const uint32_t P = (uint32_t)L.page_tokens, page = (uint32_t)r.id / P, pos = (uint32_t)r.id - page * P;
+        /* 32-bit: ids are non-negative int32 and P <= 2^20 (checked on the host) */
+        const uint32_t n = (uint32_t)r.id, P = (uint32_t)L.page_tokens;
+        const uint32_t page = (__umulhi(n, L.page_magic) + n) >> L.page_shift, pos = n - page * P;
         const uint8_t *base = L.base + (int64_t)page * L.row_bytes;
-        Rec rec;
-        rec.data = base + pos * 576u;
-        rec.scales = base + P * 576u + (pos & ~1u) * 8u;
-        rec.half = (int)(pos & 1u);
-        return rec;
+        return Rec{base + pos * 576u, base + P * 576u + pos * 8u};
     }
 
     template <class C>
-    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm) {
-        Rec rec = {p.list[r.list].base, p.list[r.list].base, 0}; /* zero-fill source: mapped, never read */
+    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm,
+                                                 int wd) {
+        static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
+        Rec rec = {p.list[r.list].base, p.list[r.list].base}; /* zero-fill source: mapped, never read */
         if (r.valid) rec = record(p, r);
+        /* chunk part + TPG k of the slice: the row's threads read adjacent chunks in each
+         * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
+         * instruction, rows passing their record address by shuffle as in the prefill
+         * producer, measured 1% slower here: session 5 run 5.) */
+        const int cpt = slice_chunks<C>(wd) / C::TPG, off = 128 * wd + 16 * r.part;
 #pragma unroll
-        for (int c = r.part; c < 37; c += C::TPR) {
-            const uint8_t *src = c < 36 ? rec.data + 16 * c : rec.scales;
-            dsv4_cp_async_16_zfill(&sm.raw[buf][r.row][16 * c], src, r.valid);
+        for (int k = 0; k < 12 / C::TPG; ++k)
+            if (k < cpt)
+                dsv4_cp_async_16_zfill(&sm.raw[buf][r.row][off + 16 * C::TPG * k], rec.data + off + 16 * C::TPG * k,
+                                       r.valid);
+        if (r.part == 0) {
+            /* an invalid row gets enc 127 (scale 1): its zero codes decode to 0 on the fast path */
+            if (r.valid) dsv4_cp_async_4(&sm.scale[buf][wd][r.row], rec.scales + 4 * (wd >> 1));
+            else sm.scale[buf][wd][r.row] = 0x7F7F7F7Fu;
+            if (wd == 0) sm.c.meta[buf][r.row] = r.valid ? 1 : 0;
         }
-        if (r.part == 0) sm.c.meta[buf][r.row] = (r.valid ? 1 : 0) | (rec.half << 1);
     }
 
-    /* The record's lines into L2: data at pos*576 (64-byte aligned) spans at most 5
-     * lines of 128 B, plus the scale line; one thread per line. */
-    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r) {
-        static_assert(C::TPR >= 6, "one producer thread per record line");
-        if (!r.valid || r.part > 5) return;
+    /* The lines of the group's slice into L2: it starts 64-byte aligned (pos * 576) and
+     * spans 128 or 192 bytes, so 2 or 3 prefetches 64 bytes apart cover it; group 3 also
+     * takes the scale line. */
+    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r, int wd) {
+        if (!r.valid) return;
         const Rec rec = record(p, r);
-        dsv4_prefetch_l2(r.part < 5 ? rec.data + 128 * r.part : rec.scales);
+        const int jobs = wd == 3 ? 4 : 2;
+        for (int k = r.part; k < jobs; k += C::TPG)
+            dsv4_prefetch_l2(wd == 3 && k == 3 ? rec.scales : rec.data + 128 * wd + 64 * k);
     }
 
-    /* Dequantize raw[buf] into the bf16 tile; a barrier makes it visible to all warps.
-     * The tile's 16 x 28 NoPE chunks (16 codes each) and 16 x 8 RoPE chunks (8 bf16 each)
-     * are two flat job lists walked with stride THREADS: 448 and 128 are multiples of 32,
-     * so every warp takes the same kind of job in each step (no divergent NoPE / RoPE
-     * paths, which the per-row walk of v1-v4 executed both of in most warps). */
-    template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf) {
+    /* Dequantize the group's NoPE chunks (16 codes each, NC per row, the first at chunk
+     * C0 = 8 wd) of raw[buf] into the bf16 tile. */
+    template <class C, int NC>
+    static __device__ __forceinline__ void dequant_nope(SmemT<C> &sm, int buf, int wd, int gl) {
+        const uint8_t *raw = &sm.raw[buf][0][0] + 128 * wd;
+        const uint8_t *sc = (const uint8_t *)&sm.scale[buf][wd][0];
+        uint16_t *kt = &sm.k[0][0] + 128 * wd;
 #pragma unroll 1 /* a rolled loop keeps the 8-warp config within 128 registers */
-        for (int j = threadIdx.x; j < MLA_N * 28; j += C::THREADS) {
-            const int row = j / 28, c = j - row * 28; /* 16 codes of dims 16c .. 16c+15 */
-            const uint8_t *raw = sm.raw[buf][row];
-            const uint4 v = *(const uint4 *)(raw + 16 * c);
-            const uint32_t enc = raw[576 + ((sm.c.meta[buf][row] >> 1) & 1) * 8 + (c >> 2)];
+        for (int j = gl; j < MLA_N * NC; j += C::GT) {
+            const int row = j / NC, c = j % NC; /* 16 codes of dims 128 wd + 16c .. */
+            const uint4 v = *(const uint4 *)(raw + row * 576 + 16 * c);
+            /* block 2 wd + c / 4 is byte (2 wd + c / 4) % 4 of the group's scale word */
+            const uint32_t enc = sc[4 * row + ((2 * wd + (c >> 2)) & 3)];
             const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
             uint32_t d[8];
 #pragma unroll
@@ -127,18 +147,30 @@ struct MlaDecodeProd {
                     if (enc == 255) d[i] = mla_scrub_nan(d[i]);
                 }
             }
-            uint16_t *dst = sm.k[row] + 16 * c;
+            uint16_t *dst = kt + row * MLA_KSTR + 16 * c;
             *(uint4 *)dst = make_uint4(d[0], d[1], d[2], d[3]);
             *(uint4 *)(dst + 8) = make_uint4(d[4], d[5], d[6], d[7]);
         }
+    }
+
+    /* Dequantize the group's slice of raw[buf] into the bf16 tile, then sync the group.
+     * NoPE jobs: 8 chunks per row (group 3: 4); RoPE jobs (group 3): 8 chunks of 8 bf16
+     * per row. Each count is a multiple of the group's threads, so every warp takes the
+     * same kind of job in each step and the warp vote inside is uniform. */
+    template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf, int wd, int gl) {
+        if (wd < 3) {
+            dequant_nope<C, 8>(sm, buf, wd, gl);
+        } else {
+            dequant_nope<C, 4>(sm, buf, wd, gl);
 #pragma unroll 1
-        for (int j = threadIdx.x; j < MLA_N * 8; j += C::THREADS) { /* 8 RoPE bf16 of dims 448 + 8c .. */
-            const int row = j >> 3, c = j & 7;
-            const uint4 v = *(const uint4 *)(sm.raw[buf][row] + 448 + 16 * c);
-            *(uint4 *)(sm.k[row] + 448 + 8 * c) =
-                make_uint4(mla_scrub_nan(v.x), mla_scrub_nan(v.y), mla_scrub_nan(v.z), mla_scrub_nan(v.w));
+            for (int j = gl; j < MLA_N * 8; j += C::GT) { /* 8 RoPE bf16 of dims 448 + 8c .. */
+                const int row = j >> 3, c = j & 7;
+                const uint4 v = *(const uint4 *)(sm.raw[buf][row] + 448 + 16 * c);
+                *(uint4 *)(sm.k[row] + 448 + 8 * c) =
+                    make_uint4(mla_scrub_nan(v.x), mla_scrub_nan(v.y), mla_scrub_nan(v.z), mla_scrub_nan(v.w));
+            }
         }
-        __syncthreads();
+        mla_slice_sync<C>(wd);
         return &sm.k[0][0];
     }
 };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/mla_host.h" /* mla_page_magic */
 #include "dsv4/numerics.h"
 #include "mla_case.h"
 #include "test_mla.h"
@@ -238,15 +239,16 @@ static void test_plan(th_ctx_t *t) {
     } cases[] = {
         /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = floor(264/128) = 2 */
         {64, 64, 128, 512, 132, 0, 0, 0, 2, 2, 1},
-        /* T = 1: 16-head CTAs (4 groups), S = min(floor(264/4), 640/32 = 20) = 20 */
-        {1, 64, 128, 512, 132, 0, 0, 0, 1, 20, 1},
-        /* T = 8, 32 heads: 1 group of 32 -> units 8, S = min(33, 20) = 20 */
-        {8, 32, 128, 512, 132, 0, 0, 0, 2, 20, 1},
+        /* T = 1: 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21 (7 + 25 keys) on;
+         * S = 20 would leave a third tile of one key (7 + 26) */
+        {1, 64, 128, 512, 132, 0, 0, 0, 1, 21, 1},
+        /* T = 8, 32 heads: 1 group of 32 -> units 8, S <= min(33, 32): again 21 */
+        {8, 32, 128, 512, 132, 0, 0, 0, 2, 21, 1},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
         {384, 64, 128, 512, 132, 0, 0, 0, 2, 1, 0},
-        /* SWA-only, 128 keys: floor(216/2) = 108, at most 128/32 = 4 splits */
-        {2, 16, 128, 0, 108, 0, 0, 0, 1, 4, 1},
-        /* H = 48 cannot use 32-head CTAs */
+        /* SWA-only, 128 keys: S <= min(floor(216/2), 32); one tile from S = 8 (16 keys) */
+        {2, 16, 128, 0, 108, 0, 0, 0, 1, 8, 1},
+        /* H = 48 cannot use 32-head CTAs; 100 x 3 groups of 16 fill 132 SMs -> S = 1 */
         {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
         /* forced */
         {64, 64, 128, 512, 132, 1, 0, 3, 3, 1, 0},
@@ -303,11 +305,51 @@ static void test_plan(th_ctx_t *t) {
     TH_CHECK(t, ws == 0, "prefill workspace %zu", ws);
 }
 
+/* The decode kernel divides slot ids by P with mla_page_magic's multiply-high; the
+ * device formula, emulated here, must equal the division for every P the API accepts
+ * (1 .. 2^20) and every non-negative int32 id: edges (0, multiples of P and their
+ * neighbours, 2^31 - 1) for P near powers of two and odd P, plus random pairs. */
+static int magic_div_ok(int64_t P, uint32_t n, uint32_t magic, int32_t shift) {
+    const uint32_t hi = (uint32_t)(((uint64_t)n * magic) >> 32);
+    return ((hi + n) >> shift) == n / (uint32_t)P;
+}
+static void test_page_magic(th_ctx_t *t) {
+    int64_t Ps[64];
+    int np = 0;
+    for (int l = 0; l <= 20; ++l) {
+        const int64_t b = INT64_C(1) << l;
+        Ps[np++] = b;
+        if (b > 2) Ps[np++] = b - 1;
+        if (b < (1 << 20)) Ps[np++] = b + 1;
+    }
+    Ps[np++] = 5, Ps[np++] = 100, Ps[np++] = 576, Ps[np++] = 1000003;
+    th_rng_t *r = th_rng(t);
+    int bad = 0;
+    for (int i = 0; i < np + 400; ++i) {
+        const int64_t P = i < np ? Ps[i] : 1 + (int64_t)(th_rng_u32(r) % (1u << 20));
+        uint32_t magic;
+        int32_t shift;
+        mla_page_magic(P, &magic, &shift);
+        const uint32_t edges[] = {0, 1, (uint32_t)P - 1, (uint32_t)P, (uint32_t)P + 1, 0x7FFFFFFFu,
+                                  (uint32_t)(0x7FFFFFFFu / P * P), (uint32_t)(0x7FFFFFFFu / P * P - 1)};
+        for (int e = 0; e < 8; ++e) bad += !magic_div_ok(P, edges[e], magic, shift);
+        for (int k = 0; k < 2000; ++k) {
+            const uint32_t n = th_rng_u32(r) & 0x7FFFFFFFu;
+            if (!magic_div_ok(P, n, magic, shift)) {
+                if (!bad) th_note(t, "P %lld n %u: magic %u shift %d", (long long)P, n, magic, shift);
+                ++bad;
+            }
+        }
+    }
+    TH_CHECK(t, bad == 0, "%d wrong quotients", bad);
+}
+
 static const th_test_t tests[] = {
     {"attention.ref_known_answers", test_ref_known_answers, TH_CPU},
     {"attention.ref_decode_equals_prefill", test_ref_decode_equals_prefill, TH_CPU},
     {"attention.ref_scale", test_ref_scale, TH_CPU},
     {"attention.plan", test_plan, TH_CPU},
+    {"attention.page_magic", test_page_magic, TH_CPU},
     {"attention.bad_input_decode", test_bad_input_decode, TH_CPU},
     {"attention.bad_input_prefill", test_bad_input_prefill, TH_CPU},
     {"attention.gpu_decode_random", test_gpu_decode_random, TH_GPU},
