@@ -96,9 +96,11 @@ int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int6
      * 16.8 us, S = 32 (20 keys) 18.3 us. */
     int64_t cap = sm_count * MLA_TARGET_CTAS_PER_SM / units;
     if (cap > DSV4_MLA_MAX_SPLITS) cap = DSV4_MLA_MAX_SPLITS;
-    int64_t best = 1;
-    for (int64_t s = 2; s <= cap; ++s)
-        if (mla_split_tiles(main_width, extra_width, s) < mla_split_tiles(main_width, extra_width, best)) best = s;
+    int64_t best = 1, best_tiles = mla_split_tiles(main_width, extra_width, 1);
+    for (int64_t s = 2; s <= cap; ++s) {
+        const int64_t tiles = mla_split_tiles(main_width, extra_width, s);
+        if (tiles < best_tiles) best = s, best_tiles = tiles;
+    }
     return best;
 }
 
@@ -150,32 +152,30 @@ void mla_page_magic(int64_t P, uint32_t *magic, int32_t *shift) {
     *shift = l;
 }
 
-mla_list_params_t mla_decode_list(const dsv4_sparse_mla_list_t *l, const void *cache, const int32_t *ids,
-                                  const int32_t *lens) {
+/* One list's parameters; page_tokens = 1 for prefill's unpaged rows. */
+static mla_list_params_t mla_list(const int32_t *ids, const int32_t *lens, int64_t stride, int64_t width,
+                                  const void *base, int64_t page_tokens, int64_t row_bytes, int64_t num_valid) {
     mla_list_params_t lp;
     lp.ids = ids;
     lp.lens = lens;
-    lp.stride = l->stride ? l->stride : l->width;
-    lp.width = l->width;
-    lp.base = (const uint8_t *)cache;
-    lp.page_tokens = l->cache.page_tokens;
-    lp.row_bytes = l->cache.page_stride_bytes;
-    lp.num_valid = l->cache.num_pages * l->cache.page_tokens;
-    mla_page_magic(lp.page_tokens, &lp.page_magic, &lp.page_shift);
+    lp.stride = stride ? stride : width;
+    lp.width = width;
+    lp.base = (const uint8_t *)base;
+    lp.page_tokens = page_tokens;
+    lp.row_bytes = row_bytes;
+    lp.num_valid = num_valid;
+    mla_page_magic(page_tokens, &lp.page_magic, &lp.page_shift);
     return lp;
+}
+
+mla_list_params_t mla_decode_list(const dsv4_sparse_mla_list_t *l, const void *cache, const int32_t *ids,
+                                  const int32_t *lens) {
+    return mla_list(ids, lens, l->stride, l->width, cache, l->cache.page_tokens, l->cache.page_stride_bytes,
+                    l->cache.num_pages * l->cache.page_tokens);
 }
 
 mla_list_params_t mla_prefill_list(const dsv4_sparse_mla_prefill_desc_t *d, const void *kv, const int32_t *ids,
                                    const int32_t *lens) {
-    mla_list_params_t lp;
-    lp.ids = ids;
-    lp.lens = lens;
-    lp.stride = d->ids_stride ? d->ids_stride : d->width;
-    lp.width = d->width;
-    lp.base = (const uint8_t *)kv;
-    lp.page_tokens = 1;
-    lp.row_bytes = (d->kv_stride ? d->kv_stride : DSV4_MLA_DIM) * 2;
-    lp.num_valid = d->kv_rows;
-    mla_page_magic(1, &lp.page_magic, &lp.page_shift);
-    return lp;
+    return mla_list(ids, lens, d->ids_stride, d->width, kv, 1, (d->kv_stride ? d->kv_stride : DSV4_MLA_DIM) * 2,
+                    d->kv_rows);
 }

@@ -57,12 +57,6 @@ struct MlaDecodeProd {
         MlaSmemCommon<C> c;
     };
 
-    /* Slice group wd of the 4 owns dims [128 wd, 128 wd + 128): record bytes 128 wd ..
-     * (NoPE codes, one byte per dim) for wd < 3; group 3 owns codes 384..447 and the RoPE
-     * bf16 values, bytes 384..575. Its 64-dim scale blocks are 2 wd and 2 wd + 1 (group 3:
-     * block 6), bytes (2 wd) % 4 .. of the 4-byte word at 4 * (wd / 2). */
-    template <class C> static __device__ __forceinline__ int slice_chunks(int wd) { return wd == 3 ? 12 : 8; }
-
     /* Where a valid job's record lives: its 576 data bytes and its 8 scale bytes. */
     struct Rec {
         const uint8_t *data, *scales;
@@ -79,6 +73,11 @@ struct MlaDecodeProd {
     template <class C>
     static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm,
                                                  int wd) {
+        /* Slice group wd of the 4 owns dims [128 wd, 128 wd + 128): record bytes 128 wd ..
+         * (NoPE codes, one byte per dim: 8 chunks) for wd < 3; group 3 owns codes 384..447
+         * and the RoPE bf16 values, bytes 384..575 (12 chunks). Its 64-dim scale blocks are
+         * 2 wd and 2 wd + 1 (group 3: block 6), bytes (2 wd) % 4 .. of the 4-byte word at
+         * 4 * (wd / 2). */
         static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
         Rec rec = {p.list[r.list].base, p.list[r.list].base}; /* zero-fill source: mapped, never read */
         if (r.valid) rec = record(p, r);
@@ -86,7 +85,7 @@ struct MlaDecodeProd {
          * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
          * instruction, rows passing their record address by shuffle as in the prefill
          * producer, measured 1% slower here: session 5 run 5.) */
-        const int cpt = slice_chunks<C>(wd) / C::TPG, off = 128 * wd + 16 * r.part;
+        const int cpt = (wd == 3 ? 12 : 8) / C::TPG, off = 128 * wd + 16 * r.part;
 #pragma unroll
         for (int k = 0; k < 12 / C::TPG; ++k)
             if (k < cpt)
