@@ -164,6 +164,8 @@ static mla_list_params_t mla_list(const int32_t *ids, const int32_t *lens, int64
     lp.page_tokens = page_tokens;
     lp.row_bytes = row_bytes;
     lp.num_valid = num_valid;
+    /* int32 ids: a negative one is >= 2^31 as uint32_t, so one unsigned compare tests both ends */
+    lp.id_limit = num_valid > INT32_MAX ? UINT32_C(0x80000000) : (uint32_t)num_valid;
     mla_page_magic(page_tokens, &lp.page_magic, &lp.page_shift);
     return lp;
 }

@@ -24,6 +24,7 @@ typedef struct mla_list_params {
     int64_t page_tokens;  /* decode: P                                                  */
     int64_t row_bytes;    /* decode: page stride; prefill: kv row stride, both in bytes */
     int64_t num_valid;    /* ids in [0, num_valid) are valid (num_pages * P, or kv_rows) */
+    uint32_t id_limit;    /* min(num_valid, 2^31): id valid <=> (uint32_t)id < id_limit   */
     uint32_t page_magic;  /* decode: id / P = (umulhi(id, page_magic) + id) >> page_shift */
     int32_t page_shift;   /*   for 0 <= id < 2^31 (mla_page_magic)                       */
 } mla_list_params_t;

@@ -20,11 +20,19 @@
  * ordered inside the group (its own cp.async wait + __syncwarp, or a named barrier for
  * WH = 2), not by a CTA barrier.
  *
+ * Row sources (v7): a tile's 16 ids are turned into row sources once per CTA, not once
+ * per slice group. Converter lanes (RPW = 16 / NW per warp, one row each) fetch the ids
+ * of tile k by cp.async, convert them AH tiles ahead of the tile's computation (validity,
+ * the row's address, decode: its record and scale addresses; Prod::convert), store the
+ * result in a ring of AH + 1 slots in shared memory and (decode) prefetch the row's lines
+ * into L2; every slice group then issues its cp.async from the slot. A slot written in
+ * [A] of tile k - AH is read in [A] of tile k - 1 (AH >= 2: barriers [B], [C] lie between)
+ * and rewritten in [A] of tile k + 1, after barrier [B] of tile k.
+ *
  * Per tile (two CTA barriers):
  *   [A] wait for the group's cp.async of this tile, group sync; issue the group's slice
- *       of the next tile into the other buffer (one tile of lookahead) and prefetch its
- *       lines PF tiles ahead into L2 (PF per producer), both with ids that arrived by
- *       cp.async with the previous tile (no global load on the critical path); decode:
+ *       of the next tile into the other buffer (one tile of lookahead) from its ring slot;
+ *       converter lanes convert tile i + AH and fetch the ids of tile i + AH + 1; decode:
  *       dequantize the group's slice of the fp8 records into the bf16 tile, group sync.
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
@@ -91,9 +99,19 @@ template <class C> struct MlaSmemCommon {
     float m[C::HC];
     float l[C::HC];
     int meta[2][MLA_N];                 /* per key: 1 valid, 0 not (written by slice group 0) */
-    int cid[C::WD][2][MLA_N];           /* per slice group: ids of the next tile to copy, by tile parity */
-    int pid[C::WD][2][MLA_N];           /* per slice group: ids of the next tile to prefetch into L2     */
+    int ids[2][MLA_N];                  /* ids of the tile converted next, by tile parity (cp.async) */
 };
+
+/* A converted row source: its address with bit 0 set when the row is invalid (it then
+ * holds the list's base, mapped and never read: the zero-fill source). */
+static __device__ __forceinline__ unsigned long long mla_src(const uint8_t *row) { return (unsigned long long)row; }
+static __device__ __forceinline__ unsigned long long mla_src_invalid(const uint8_t *base) {
+    return (unsigned long long)base | 1ull;
+}
+static __device__ __forceinline__ bool mla_src_valid(unsigned long long s) { return !(s & 1ull); }
+static __device__ __forceinline__ const uint8_t *mla_src_ptr(unsigned long long s) {
+    return (const uint8_t *)(s & ~1ull);
+}
 
 /* Which keys this CTA walks: list L, positions [begin, begin + count); t, split and
  * head_cta live here too (shared memory: registers are the scarce resource). */
@@ -164,27 +182,12 @@ template <class C> static __device__ __forceinline__ void mla_prefetch_id_rows(c
     }
 }
 
-/* The key row a producer thread serves in tile `tile` (TPG threads of its slice group per
- * row; `part` says which share of the group's slice of the row), its id (fetched
- * earlier) and whether it is valid (0 <= id < num_valid of its own list). */
-struct MlaRowJob {
-    int row, part, list, id;
-    bool valid;
-};
 /* A thread's index in its slice group (warps wd, wd + WD, ... form group wd). */
 template <class C> static __device__ __forceinline__ int mla_group_thread() {
     return (int)(threadIdx.x >> 5) / C::WD * 32 + (int)(threadIdx.x & 31);
 }
-template <class C>
-static __device__ __forceinline__ MlaRowJob mla_row_job(const mla_params_t &p, const MlaWork &w, int tile, int id) {
-    MlaRowJob r; /* row and part from the thread index: cheaper than two live registers */
-    r.row = mla_group_thread<C>() / C::TPG;
-    r.part = mla_group_thread<C>() % C::TPG;
-    r.list = tile * MLA_N + r.row < w.count[0] ? 0 : 1;
-    r.id = id;
-    r.valid = id >= 0 && (int64_t)id < p.list[r.list].num_valid;
-    return r;
-}
+/* Which list virtual key j of this CTA's walk comes from (the main list first). */
+static __device__ __forceinline__ int mla_key_list(const MlaWork &w, int j) { return j < w.count[0] ? 0 : 1; }
 
 /* threadIdx.x through an opaque read: values derived from it are recomputed where this
  * is called instead of being kept in registers (the 8-warp config, at its 128-register
@@ -415,48 +418,42 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         sm.c.m[tid] = -FLT_MAX;
         sm.c.l[tid] = 0.0f;
     }
-    __syncthreads();
-    /* L2 prefetch of the rows ahead; not in the 8-warp config: at its 128-register cap it
-     * spills on sm_90, and its 16 resident warps per SM hide more latency anyway. */
-    constexpr int PF = C::NW > 4 ? 0 : Prod::PREFETCH_TILES;
+    __syncthreads(); /* w, m, l */
 
-    /* Prologue: tiles 0 and 1 into the two buffers at once (a short split waits for one
-     * round trip, not two), tiles 2 .. PF-1 into L2; the ids of tile 2 (copied at
-     * iteration 1) and of tile PF (prefetched at iteration 0) travel with tile 0.
-     * Iteration i then copies tile i+1 and prefetches tile i+PF with ids that arrived
-     * with the previous tile (cid[(i+1)&1], pid[i&1] of the group) and fetches those of
-     * tiles i+2 and i+PF+1 the same way. Every ring slot and buffer slice is written and
-     * read by one slice group only; the group sync after the wait of iteration i orders
-     * its rewrite after the reads of iteration i-1. */
+    /* Prologue: the converter lanes turn the ids of tiles 0 .. AH-1 into ring slots (the
+     * ids by plain loads: nothing is in flight yet) and fetch those of tile AH by cp.async
+     * (they land with tile 0); then tiles 0 and 1 go into the two buffers at once (a
+     * short split waits for one round trip, not two). Iteration i copies tile i+1 from
+     * its slot, converts tile i+AH and fetches the ids of tile i+AH+1. */
+    constexpr int AH = Prod::AHEAD, R = AH + 1, RPW = C::N / C::NW;
+    static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
     const int ntiles = (w.n + C::N - 1) / C::N;
-    const int krow = mla_group_thread<C>() / C::TPG;
-    const bool id_keeper = mla_group_thread<C>() % C::TPG == 0;
-    if (ntiles > 0) Prod::template issue<C>(p, mla_row_job<C>(p, w, 0, mla_key_id(p, w, krow)), 0, sm, wd);
-    if (id_keeper) {
-        mla_key_id_async(p, w, 2 * C::N + krow, &sm.c.cid[wd][0][krow]);
-        if (PF > 0) mla_key_id_async(p, w, PF * C::N + krow, &sm.c.pid[wd][0][krow]);
-    }
-    dsv4_cp_async_commit();
-    if (ntiles > 1)
-        Prod::template issue<C>(p, mla_row_job<C>(p, w, 1, mla_key_id(p, w, C::N + krow)), 1, sm, wd);
-    dsv4_cp_async_commit();
+    const bool converter = lane < RPW;
+    const int crow = warp * RPW + lane;
+    if (converter) {
 #pragma unroll
-    for (int j = 2; j < PF; ++j)
-        if (j < ntiles)
-            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, j, mla_key_id(p, w, j * C::N + krow)), wd);
+        for (int j = 0; j < AH; ++j)
+            if (j < ntiles) Prod::template convert<C>(p, w, j, crow, mla_key_id(p, w, j * C::N + crow), sm, j, j >= 2);
+        mla_key_id_async(p, w, AH * C::N + crow, &sm.c.ids[AH & 1][crow]);
+    }
+    __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
+    if (ntiles > 0) Prod::template issue<C>(p, sm, 0, 0, wd);
+    dsv4_cp_async_commit();
+    if (ntiles > 1) Prod::template issue<C>(p, sm, 1, 1, wd);
+    dsv4_cp_async_commit();
 
     for (int i = 0; i < ntiles; ++i) {
         const int buf = i & 1;
         if (i == 0) dsv4_cp_async_wait<1>(); /* tile 1 may stay in flight */
         else dsv4_cp_async_wait<0>();
         mla_slice_sync<C>(wd); /* [A] */
-        if (i >= 1 && i + 1 < ntiles)
-            Prod::template issue<C>(p, mla_row_job<C>(p, w, i + 1, sm.c.cid[wd][buf ^ 1][krow]), buf ^ 1, sm, wd);
-        if (PF > 0 && i + PF < ntiles)
-            Prod::template prefetch<C>(p, mla_row_job<C>(p, w, i + PF, sm.c.pid[wd][buf][krow]), wd);
-        if (id_keeper) {
-            if (i >= 1) mla_key_id_async(p, w, (i + 2) * C::N + krow, &sm.c.cid[wd][buf][krow]);
-            if (PF > 0) mla_key_id_async(p, w, (i + PF + 1) * C::N + krow, &sm.c.pid[wd][buf ^ 1][krow]);
+        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(p, sm, (i + 1) % R, buf ^ 1, wd);
+        if (converter) {
+            const int k = i + AH; /* its ids arrived with this thread's wait above */
+            if (k < ntiles) {
+                Prod::template convert<C>(p, w, k, crow, sm.c.ids[k & 1][crow], sm, k % R, true);
+                mla_key_id_async(p, w, (k + 1) * C::N + crow, &sm.c.ids[(k + 1) & 1][crow]);
+            }
         }
         dsv4_cp_async_commit();
         const uint16_t *kt = Prod::template tile<C>(sm, buf, wd, mla_group_thread<C>());

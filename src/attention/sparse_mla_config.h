@@ -10,9 +10,11 @@
  *   Ps  bf16 p           HC * (N + 8) * 2          (48-byte rows: conflict-free ldmatrix)
  *   alpha, m, l          3 * HC * 4
  *   meta                 2 * N * 4                 (key flags)
- *   ids                  WD * 4 * N * 4            (per slice group: ids of the next copy and prefetch)
+ *   ids                  2 * N * 4                 (the next tile to convert, by parity)
  *   prefill: K tiles     2 * N * 1040              (bf16 rows of 520: conflict-free ldmatrix)
+ *            row ring    3 * N * 8                 (converted row addresses, 2 tiles ahead)
  *   decode:  raw records 2 * N * 576 + scale words 2 * WD * N * 4 + K tile N * 1040
+ *            row ring    (A + 1) * N * 12          (record and scale addresses, A tiles ahead)
  * All of it is static shared memory, so the ptxas gate and dsv4_launch_prepare see it;
  * the asserts below keep every config within 48 KB.
  */
@@ -25,17 +27,14 @@
 #define MLA_KSTR 520     /* bf16 per K-tile row: 1040 B = 16 mod 128              */
 #define MLA_SSTR (MLA_N + 4)
 #define MLA_PSTR (MLA_N + 8)
-/* Rows are prefetched into L2 this many tiles before their tile is computed (the
- * cp.async runs one tile ahead, shared memory has no room for more stages), per
- * producer; 0 turns it off. Decode's random slots are DRAM reads (~1-2 us under load,
- * several tiles): measured 89 -> 82 us at T64 H64 with 4. Prefill's rows are mostly L2
- * hits (the tokens of a request share them) and the prefetch's producer instructions
- * made it 6-10% slower. */
-#ifndef MLA_PREFETCH_TILES_DECODE
-#define MLA_PREFETCH_TILES_DECODE 4
-#endif
-#ifndef MLA_PREFETCH_TILES_PREFILL
-#define MLA_PREFETCH_TILES_PREFILL 0
+/* Decode converts its rows (record addresses) and prefetches them into L2 this many
+ * tiles before they are computed (the cp.async runs one tile ahead, shared memory has no
+ * room for more stages). Decode's random slots are DRAM reads (~1-2 us under load,
+ * several tiles): measured 89 -> 82 us at T64 H64 with 4 (session 3). Prefill converts
+ * 2 tiles ahead without prefetching (its rows are mostly L2 hits; the prefetch's
+ * producer instructions made it 6-10% slower). */
+#ifndef MLA_AHEAD_DECODE
+#define MLA_AHEAD_DECODE 4
 #endif
 
 /* Config table: id -> HC, MT, WD. Keep in sync with the kernel instantiations. */
@@ -45,9 +44,11 @@
 #define MLA_CFG_WARPS(id) (MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 
 #define MLA_SMEM_COMMON(hc, wd) \
-    ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4 + (wd) * 4 * MLA_N * 4)
-#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2)
-#define MLA_SMEM_DECODE(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2)
+    ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4 + 2 * MLA_N * 4)
+#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + 3 * MLA_N * 8)
+#define MLA_SMEM_DECODE(hc, wd)                                                                        \
+    (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
+     (MLA_AHEAD_DECODE + 1) * MLA_N * 12)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");

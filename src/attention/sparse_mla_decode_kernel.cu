@@ -49,65 +49,73 @@ static __device__ __forceinline__ uint32_t mla_zero_nan_codes(uint32_t w) {
 }
 
 struct MlaDecodeProd {
-    static constexpr int PREFETCH_TILES = MLA_PREFETCH_TILES_DECODE;
+    /* Rows are converted (and prefetched into L2) this many tiles before they are
+     * computed: the slots are random, so nearly every record is a DRAM read. */
+    static constexpr int AHEAD = MLA_AHEAD_DECODE;
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][576];
         uint32_t scale[2][C::WD][MLA_N]; /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
+        unsigned long long src[AHEAD + 1][MLA_N]; /* ring: record data address (mla_src)         */
+        uint32_t scale_off[AHEAD + 1][MLA_N];     /*       its scale bytes, relative to the data   */
         MlaSmemCommon<C> c;
     };
 
-    /* Where a valid job's record lives: its 576 data bytes and its 8 scale bytes. */
-    struct Rec {
-        const uint8_t *data, *scales;
-    };
-    static __device__ __forceinline__ Rec record(const mla_params_t &p, const MlaRowJob &r) {
-        const mla_list_params_t &L = p.list[r.list];
-        /* 32-bit: ids are non-negative int32 and P <= 2^20 (checked on the host) */
-        const uint32_t n = (uint32_t)r.id, P = (uint32_t)L.page_tokens;
-        const uint32_t page = (__umulhi(n, L.page_magic) + n) >> L.page_shift, pos = n - page * P;
-        const uint8_t *base = L.base + (int64_t)page * L.row_bytes;
-        return Rec{base + pos * 576u, base + P * 576u + pos * 8u};
-    }
-
+    /* Ring slot `slot` of row `row` <- the record of slot id `id` (key k*16 + row of the
+     * walk): data = page + pos*576, scales = page + P*576 + pos*8, page and pos from a
+     * multiply-high division by P (32-bit: ids are non-negative int32, P <= 2^20, both
+     * checked on the host). With `pf` its 5-6 data lines and its scale line go to L2. */
     template <class C>
-    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm,
-                                                 int wd) {
-        /* Slice group wd of the 4 owns dims [128 wd, 128 wd + 128): record bytes 128 wd ..
-         * (NoPE codes, one byte per dim: 8 chunks) for wd < 3; group 3 owns codes 384..447
-         * and the RoPE bf16 values, bytes 384..575 (12 chunks). Its 64-dim scale blocks are
-         * 2 wd and 2 wd + 1 (group 3: block 6), bytes (2 wd) % 4 .. of the 4-byte word at
-         * 4 * (wd / 2). */
-        static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
-        Rec rec = {p.list[r.list].base, p.list[r.list].base}; /* zero-fill source: mapped, never read */
-        if (r.valid) rec = record(p, r);
-        /* chunk part + TPG k of the slice: the row's threads read adjacent chunks in each
-         * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
-         * instruction, rows passing their record address by shuffle as in the prefill
-         * producer, measured 1% slower here: session 5 run 5.) */
-        const int cpt = (wd == 3 ? 12 : 8) / C::TPG, off = 128 * wd + 16 * r.part;
+    static __device__ __forceinline__ void convert(const mla_params_t &p, const MlaWork &w, int k, int row, int id,
+                                                   SmemT<C> &sm, int slot, bool pf) {
+        const mla_list_params_t &L = p.list[mla_key_list(w, k * MLA_N + row)];
+        if ((uint32_t)id < L.id_limit) {
+            const uint32_t n = (uint32_t)id, P = (uint32_t)L.page_tokens;
+            const uint32_t page = (__umulhi(n, L.page_magic) + n) >> L.page_shift, pos = n - page * P;
+            const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * 576u;
+            const uint32_t soff = (P - pos) * 576u + pos * 8u;
+            sm.src[slot][row] = mla_src(data);
+            sm.scale_off[slot][row] = soff;
+            if (pf) {
+                /* 576 bytes from a 64-byte aligned start: every line holds one of these */
 #pragma unroll
-        for (int k = 0; k < 12 / C::TPG; ++k)
-            if (k < cpt)
-                dsv4_cp_async_16_zfill(&sm.raw[buf][r.row][off + 16 * C::TPG * k], rec.data + off + 16 * C::TPG * k,
-                                       r.valid);
-        if (r.part == 0) {
-            /* an invalid row gets enc 127 (scale 1): its zero codes decode to 0 on the fast path */
-            if (r.valid) dsv4_cp_async_4(&sm.scale[buf][wd][r.row], rec.scales + 4 * (wd >> 1));
-            else sm.scale[buf][wd][r.row] = 0x7F7F7F7Fu;
-            if (wd == 0) sm.c.meta[buf][r.row] = r.valid ? 1 : 0;
+                for (int c = 0; c < 576; c += 128) dsv4_prefetch_l2(data + c);
+                dsv4_prefetch_l2(data + 575);
+                dsv4_prefetch_l2(data + soff);
+            }
+        } else {
+            sm.src[slot][row] = mla_src_invalid(L.base);
         }
     }
 
-    /* The lines of the group's slice into L2: it starts 64-byte aligned (pos * 576) and
-     * spans 128 or 192 bytes, so 2 or 3 prefetches 64 bytes apart cover it; group 3 also
-     * takes the scale line. */
-    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r, int wd) {
-        if (!r.valid) return;
-        const Rec rec = record(p, r);
-        const int jobs = wd == 3 ? 4 : 2;
-        for (int k = r.part; k < jobs; k += C::TPG)
-            dsv4_prefetch_l2(wd == 3 && k == 3 ? rec.scales : rec.data + 128 * wd + 64 * k);
+    /* Slice group wd's cp.async of ring slot `slot` into raw[buf]: group wd < 3 owns dims
+     * [128 wd, 128 wd + 128), record bytes 128 wd .. (NoPE codes, one byte per dim: 8
+     * chunks); group 3 owns codes 384..447 and the RoPE bf16 values, bytes 384..575 (12
+     * chunks). Its 64-dim scale blocks are 2 wd and 2 wd + 1 (group 3: block 6), bytes
+     * (2 wd) % 4 .. of the 4-byte word at 4 * (wd / 2). */
+    template <class C> static __device__ __forceinline__ void issue(const mla_params_t &, SmemT<C> &sm, int slot,
+                                                                    int buf, int wd) {
+        static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
+        const int gt = mla_group_thread<C>(), row = gt / C::TPG, part = gt % C::TPG;
+        /* both ring words first: a load after a cp.async (a memory clobber) waits for it */
+        const unsigned long long src = sm.src[slot][row];
+        const uint32_t soff = sm.scale_off[slot][row];
+        const bool valid = mla_src_valid(src);
+        const uint8_t *data = mla_src_ptr(src);
+        /* chunk part + TPG k of the slice: the row's threads read adjacent chunks in each
+         * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
+         * instruction, as in the prefill producer, measured 1% slower here: session 5.) */
+        const int cpt = (wd == 3 ? 12 : 8) / C::TPG, off = 128 * wd + 16 * part;
+#pragma unroll
+        for (int k = 0; k < 12 / C::TPG; ++k)
+            if (k < cpt)
+                dsv4_cp_async_16_zfill(&sm.raw[buf][row][off + 16 * C::TPG * k], data + off + 16 * C::TPG * k, valid);
+        if (part == 0) {
+            /* an invalid row gets enc 127 (scale 1): its zero codes decode to 0 on the fast path */
+            if (valid) dsv4_cp_async_4(&sm.scale[buf][wd][row], data + soff + 4 * (wd >> 1));
+            else sm.scale[buf][wd][row] = 0x7F7F7F7Fu;
+            if (wd == 0) sm.c.meta[buf][row] = valid ? 1 : 0;
+        }
     }
 
     /* Dequantize the group's NoPE chunks (16 codes each, NC per row, the first at chunk
@@ -125,19 +133,26 @@ struct MlaDecodeProd {
             const uint32_t enc = sc[4 * row + ((2 * wd + (c >> 2)) & 3)];
             const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
             uint32_t d[8];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) dsv4_e4m3x4_raw_bf16(mla_zero_nan_codes(w4[k]), d + 2 * k);
-            /* The raw codes are the values times 2^-120. Fast path: one multiply by
-             * 2^(enc-7), a normal bf16 for 1 <= enc <= 134 (every scale the writer makes for
-             * amax <= 448 * 2^7). Otherwise by 2^120, then by the scale. Both round the
-             * same exact product once: equal bits. The branch is warp-uniform so the rare
-             * path costs nothing when no lane takes it (as a predicated path it did). */
-            if (!__any_sync(0xffffffffu, enc - 1u >= 134u)) {
+            /* The raw codes are the values times 2^-120. Fast path: no NaN code (0x7F /
+             * 0xFF: bit 7 of (b & 0x7F) + 1) and a scale 2^(enc-7) that is a normal bf16,
+             * 1 <= enc <= 134 (every scale the writer makes for amax <= 448 * 2^7): one
+             * multiply per pair. Otherwise the NaN codes are zeroed first and the pairs are
+             * multiplied by 2^120, then by the scale. Both round the same exact product
+             * once: equal bits. The branch is warp-uniform so the rare path costs nothing
+             * when no lane takes it (as a predicated path it did). */
+            const uint32_t nan_bits = (((w4[0] & 0x7F7F7F7Fu) + 0x01010101u) | ((w4[1] & 0x7F7F7F7Fu) + 0x01010101u) |
+                                       ((w4[2] & 0x7F7F7F7Fu) + 0x01010101u) | ((w4[3] & 0x7F7F7F7Fu) + 0x01010101u)) &
+                                      0x80808080u;
+            if (!__any_sync(0xffffffffu, (enc - 1u >= 134u) | (nan_bits != 0u))) {
                 const uint32_t s1 = dsv4_ue8m0_bf16x2(enc + 120u);
+#pragma unroll
+                for (int k = 0; k < 4; ++k) dsv4_e4m3x4_raw_bf16(w4[k], d + 2 * k);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) d[i] = dsv4_bf16x2_mul(d[i], s1);
             } else {
                 const uint32_t sb = dsv4_ue8m0_bf16x2(enc);
+#pragma unroll
+                for (int k = 0; k < 4; ++k) dsv4_e4m3x4_raw_bf16(mla_zero_nan_codes(w4[k]), d + 2 * k);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
                     d[i] = dsv4_bf16x2_mul(dsv4_bf16x2_mul(d[i], DSV4_BF16X2_2POW120), sb);

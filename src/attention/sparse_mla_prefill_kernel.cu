@@ -8,9 +8,8 @@
  *
  * Producer: slice group wd (mla_tile.cuh) copies its 2 * DW bytes of each key row (the
  * dims it multiplies) with cp.async 16-byte chunks straight into the K tile, two rows
- * (4 whole lines) per warp instruction; double-buffered (2 x 16 rows x 1040 B); with
- * MLA_PREFETCH_TILES_PREFILL > 0 the slice's lines that many tiles ahead are prefetched
- * into L2 (off by default). Invalid and past-the-end rows are zero-filled by cp.async
+ * (4 whole lines) per warp instruction, each row's address converted once per CTA
+ * (mla_tile.cuh's row sources); double-buffered (2 x 16 rows x 1040 B). Invalid and past-the-end rows are zero-filled by cp.async
  * (src-size 0) and flagged in meta, so they get p = 0 and a
  * finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
  * direct bf16 write.
@@ -21,46 +20,44 @@
 #include "common/error.h"
 
 struct MlaPrefillProd {
-    static constexpr int PREFETCH_TILES = MLA_PREFETCH_TILES_PREFILL;
+    /* Rows are converted this many tiles ahead (the minimum, see mla_tile.cuh); no L2
+     * prefetch: prefill's rows are mostly L2 hits (the tokens of a request share them),
+     * and prefetching cost 6-10% in session 4's measurements. */
+    static constexpr int AHEAD = 2;
     template <class C> struct SmemT {
         uint16_t k[2][MLA_N][MLA_KSTR];
+        unsigned long long src[AHEAD + 1][MLA_N]; /* ring: kv row address (mla_src) */
         MlaSmemCommon<C> c;
     };
 
     template <class C>
-    static __device__ __forceinline__ void issue(const mla_params_t &p, const MlaRowJob &r, int buf, SmemT<C> &sm,
-                                                 int wd) {
-        /* Whole lines per instruction: step k copies rows 2k and 2k+1 of this warp's rows
-         * (32 / TPG of them), 16 lanes per row, each lane one 16-byte chunk. Each thread
-         * computes the source of its own row's slice once (bit 0 set for an invalid row,
-         * which then points at the mapped, never read base: the rows are 16-byte
-         * aligned); a step takes its row's from the row's first thread by shuffle.
-         * Measured (session 5, H200): whole lines are 18% faster than single 32-byte
-         * sectors of 16 rows per instruction, and passing the row's id instead of its
-         * address (validity and a 64-bit multiply per step) cost 290 instead of ~110
-         * producer instructions per tile. */
-        constexpr int WR = 32 / C::TPG; /* rows per warp */
-        static_assert(C::DW == 128, "16 chunks per row slice: one step covers two rows");
-        const int lane = threadIdx.x & 31, first = r.row - (lane / C::TPG);
-        const mla_list_params_t &L = p.list[0];
-        const unsigned long long mine =
-            r.valid ? (unsigned long long)(L.base + (int64_t)r.id * L.row_bytes + 2 * wd * C::DW)
-                    : ((unsigned long long)L.base | 1ull);
-        uint16_t *dst = &sm.k[buf][first + (lane >> 4)][wd * C::DW + 8 * (lane & 15)];
-#pragma unroll
-        for (int k = 0; k < WR / 2; ++k) {
-            const unsigned long long src = __shfl_sync(0xffffffffu, mine, (2 * k + (lane >> 4)) * C::TPG);
-            dsv4_cp_async_16_zfill(dst + 2 * k * MLA_KSTR, (const uint8_t *)(src & ~1ull) + 16 * (lane & 15),
-                                   !(src & 1ull));
-        }
-        if (wd == 0 && r.part == 0) sm.c.meta[buf][r.row] = r.valid ? 1 : 0;
+    static __device__ __forceinline__ void convert(const mla_params_t &p, const MlaWork &w, int k, int row, int id,
+                                                   SmemT<C> &sm, int slot, bool) {
+        const mla_list_params_t &L = p.list[mla_key_list(w, k * MLA_N + row)];
+        sm.src[slot][row] =
+            (uint32_t)id < L.id_limit ? mla_src(L.base + (int64_t)id * L.row_bytes) : mla_src_invalid(L.base);
     }
 
-    /* The slice's 128-byte lines (2 * DW / 128 of them) into L2. */
-    template <class C> static __device__ __forceinline__ void prefetch(const mla_params_t &p, const MlaRowJob &r, int wd) {
-        if (!r.valid) return;
-        const uint8_t *row = p.list[0].base + (int64_t)r.id * p.list[0].row_bytes + 2 * wd * C::DW;
-        for (int k = r.part; k < 2 * C::DW / 128; k += C::TPG) dsv4_prefetch_l2(row + 128 * k);
+    /* Whole lines per instruction: step k copies rows 2k and 2k+1 of this warp's rows
+     * (32 / TPG of them), 16 lanes per row, each lane one 16-byte chunk of the group's
+     * 2 * DW bytes, from the row's ring slot. Measured (session 5, H200): whole lines
+     * are 18% faster than single 32-byte sectors of 16 rows per instruction. */
+    template <class C> static __device__ __forceinline__ void issue(const mla_params_t &, SmemT<C> &sm, int slot,
+                                                                    int buf, int wd) {
+        constexpr int WR = 32 / C::TPG; /* rows per warp */
+        static_assert(C::DW == 128, "16 chunks per row slice: one step covers two rows");
+        const int lane = threadIdx.x & 31, first = mla_group_thread<C>() / 32 * WR;
+        uint16_t *dst = &sm.k[buf][first + (lane >> 4)][wd * C::DW + 8 * (lane & 15)];
+        /* All sources first: a cp.async is a memory clobber, so a load after one waits
+         * for it (one shared-memory round trip per step otherwise). */
+        unsigned long long src[WR / 2];
+#pragma unroll
+        for (int k = 0; k < WR / 2; ++k) src[k] = sm.src[slot][first + 2 * k + (lane >> 4)];
+#pragma unroll
+        for (int k = 0; k < WR / 2; ++k)
+            dsv4_cp_async_16_zfill(dst + 2 * k * MLA_KSTR, mla_src_ptr(src[k]) + 2 * wd * C::DW + 16 * (lane & 15),
+                                   mla_src_valid(src[k]));
+        if (wd == 0 && lane < WR) sm.c.meta[buf][first + lane] = mla_src_valid(sm.src[slot][first + lane]) ? 1 : 0;
     }
 
     template <class C> static __device__ __forceinline__ const uint16_t *tile(SmemT<C> &sm, int buf, int, int) {
