@@ -148,11 +148,7 @@ typedef struct dsv4_sparse_mla_plan {
  * and no workspace is needed. Otherwise the workspace holds the raw partials (no sink,
  * no normalisation), all fp32: acc [T, S, H, 512] at byte 0, then m [T, S, H], then
  * l [T, S, H] (m = running max of the scaled scores, -FLT_MAX for an empty split;
- * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes. With S = 2
- * and force_merge = 0 the merge happens inside the attention kernel (split 1 waits for
- * split 0's partials through a flag word per token and head group, [T, H/heads_per_cta]
- * uint32 after l, which every call leaves at 0; it never needs zeroing) and split 1's
- * partials are not stored; force_merge = 1 keeps the separate merge kernel (same bits).
+ * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes in all.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= 2 * sm_count (one wave at two

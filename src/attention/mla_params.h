@@ -39,7 +39,6 @@ typedef struct mla_params {
     int num_tokens, num_heads, num_splits, num_lists;
     float *part_acc;      /* non-NULL: write raw partials here (and part_m, part_l)      */
     float *part_m, *part_l;
-    uint32_t *pair_flags; /* non-NULL (S = 2): split 1 merges in the kernel, [T, H/HC]    */
     mla_list_params_t list[2];
 } mla_params_t;
 

@@ -57,9 +57,4 @@ static __device__ __forceinline__ float mla_final_apply(const mla_final &f, floa
     return mla_normalize(__fmul_rn(f.w, acc), f.L);
 }
 
-/* The flag value split 0 of a pair publishes (mla_tile.cuh, pair merge): a NaN payload
- * no fp32 arithmetic produces (the GPU's NaNs are 0x7FFFFFFF), so stale partial words
- * never read as set; the waiting CTA stores 0 back, so every call leaves its flags at 0. */
-#define MLA_PAIR_FLAG 0x7FC0A11Du
-
 #endif

@@ -333,74 +333,37 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 }
 
 /* Partials or the final bf16 rows of a CTA. The thread's geometry is read afresh
- * (mla_opaque_tid): nothing from before the tile loop has to live through it.
- *
- * Pair merge (p.pair_flags, S = 2): split 0 writes its partials, every thread fences,
- * and after a barrier one thread publishes MLA_PAIR_FLAG for (t, head group); split 1
- * (a higher block index, so it only waits for a CTA dispatched before it) keeps its
- * partial in registers, waits for the flag, stores 0 back and finishes both splits with
- * the merge kernel's operations in the same order (mla_softmax.cuh): the same bits as
- * partials + merge, without the merge launch and half the partial traffic. */
+ * (mla_opaque_tid): nothing from before the tile loop has to live through it. */
 template <class C>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const MlaSmemCommon<C> &sm,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4]) {
     const int tid = mla_opaque_tid(), g = (tid & 31) >> 2, tq = tid & 3;
     const int hw = (tid >> 5) / C::WD * 16 * C::MT, dim0 = (tid >> 5) % C::WD * C::DW;
     const int head_cta = w.head_cta;
-    uint32_t *flag = p.pair_flags ? p.pair_flags + (int64_t)w.t * (p.num_heads / C::HC) + head_cta / C::HC : nullptr;
-    const bool partials = p.part_acc && !(flag && w.split == 1);
-    /* split 1 of a pair: its partner's rows (split 0) */
-    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + (partials ? w.split : 0)) * p.num_heads + head_cta;
-    if (partials && tid < C::HC) {
+    const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
+    if (p.part_acc && tid < C::HC) {
         p.part_m[part_row0 + tid] = sm.m[tid];
         p.part_l[part_row0 + tid] = sm.l[tid];
-    }
-    if (flag && !partials) {
-        if (tid == 0) {
-            while (*(volatile uint32_t *)flag != MLA_PAIR_FLAG) {
-            }
-            *(volatile uint32_t *)flag = 0u;
-            __threadfence();
-        }
-        __syncthreads();
     }
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int row = hw + 16 * mt + g + 8 * half, head = head_cta + row;
-            uint16_t *out = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
-            if (partials) {
+            if (p.part_acc) {
                 float *dst = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
 #pragma unroll
                 for (int nb = 0; nb < C::NBO; ++nb)
                     *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
-            } else if (flag) {
-                const float m0 = __ldcg(p.part_m + part_row0 + row), l0 = __ldcg(p.part_l + part_row0 + row);
-                const float M = mla_sink_max(fmaxf(m0, sm.m[row]), p.sink, head);
-                const float w0 = mla_rescale(m0, M), w1 = mla_rescale(sm.m[row], M);
-                const float L = mla_add_sink(__fadd_rn(__fmul_rn(w0, l0), __fmul_rn(w1, sm.l[row])), p.sink, head, M);
-                const float *src = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
-#pragma unroll
-                for (int nb = 0; nb < C::NBO; ++nb) {
-                    const float2 a = __ldcg((const float2 *)(src + 8 * nb));
-                    const float x0 = __fadd_rn(__fmul_rn(w0, a.x), __fmul_rn(w1, o[mt][nb][2 * half]));
-                    const float x1 = __fadd_rn(__fmul_rn(w0, a.y), __fmul_rn(w1, o[mt][nb][2 * half + 1]));
-                    *(uint32_t *)(out + 8 * nb) = dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L));
-                }
             } else {
                 const mla_final f = mla_final_single(sm.m[row], sm.l[row], p.sink, head);
+                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
 #pragma unroll
                 for (int nb = 0; nb < C::NBO; ++nb)
-                    *(uint32_t *)(out + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
+                    *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
                                                                    mla_final_apply(f, o[mt][nb][2 * half + 1]));
             }
         }
-    if (flag && partials) {
-        __threadfence(); /* every thread's partial stores, before the flag */
-        __syncthreads();
-        if (tid == 0) *(volatile uint32_t *)flag = MLA_PAIR_FLAG;
-    }
 }
 
 /*

@@ -1,6 +1,5 @@
 /* Sparse MLA decode, host side: validate, plan (config, split count), launch the
- * attention kernel and, for partials, the merge (include/dsv4/attention.h; with S = 2
- * the merge happens in the attention kernel). */
+ * attention kernel and, for partials, the merge (include/dsv4/attention.h). */
 #include <stdio.h>
 
 #include "attention/mla_host.h"
@@ -68,10 +67,7 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     if (p->ctas > INT32_MAX)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP, "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1",
                          (long long)T, (long long)S, (long long)p->ctas);
-    /* the partials, then (S = 2) one flag word per (token, head group) for the pair merge */
-    p->workspace_bytes = p->merge ? (size_t)T * (size_t)S * (size_t)H * (DSV4_MLA_DIM + 2) * sizeof(float) +
-                                        (S == 2 ? (size_t)T * (size_t)groups * sizeof(uint32_t) : 0)
-                                  : 0;
+    p->workspace_bytes = p->merge ? (size_t)T * (size_t)S * (size_t)H * (DSV4_MLA_DIM + 2) * sizeof(float) : 0;
     return DSV4_STATUS_SUCCESS;
 }
 
@@ -120,11 +116,8 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
         k.part_acc = (float *)workspace;
         k.part_m = k.part_acc + rows * DSV4_MLA_DIM;
         k.part_l = k.part_m + rows;
-        /* S = 2: split 1 merges in the kernel (mla_tile.cuh), unless force_merge asks for
-         * the merge kernel (the tests compare the two bitwise) */
-        if (p.num_splits == 2 && !desc->force_merge) k.pair_flags = (uint32_t *)(k.part_l + rows);
     }
     DSV4_TRY(mla_launch_decode((int)p.config, &k, p.ctas, stream));
-    if (p.merge && !k.pair_flags) DSV4_TRY(mla_launch_merge(&k, stream));
+    if (p.merge) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }
