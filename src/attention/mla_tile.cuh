@@ -366,12 +366,25 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
         }
 }
 
+/* A converter lane's row: key k*16 + row of the walk, id `id`, into ring slot `slot`.
+ * The list it comes from and its validity (one unsigned compare) are the engine's; the
+ * row source of a valid id is the producer's (Prod::convert), an invalid one gets the
+ * list's base tagged invalid (mla_src_invalid). */
+template <class C, class Prod, class Smem>
+static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, const MlaWork &w, int k, int row,
+                                                       int id, Smem &sm, int slot, bool pf) {
+    const mla_list_params_t &L = p.list[mla_key_list(w, k * C::N + row)];
+    if ((uint32_t)id < L.id_limit) Prod::template convert<C>(L, (uint32_t)id, sm, slot, row, pf);
+    else sm.src[slot][row] = mla_src_invalid(L.base);
+}
+
 /*
- * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with a member `c` of
- * MlaSmemCommon<C>), issue() (cp.async slice wd of a row job into buffer `buf`; group 0
- * also sets meta[buf]), prefetch() (the lines of slice wd of the job's row into L2) and
- * tile() (make slice wd of the bf16 K tile of buffer `buf` ready, sync the group, and
- * return the tile).
+ * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with the row ring
+ * `src` and a member `c` of MlaSmemCommon<C>), AHEAD (the conversion distance),
+ * convert() (a valid id's row source into a ring slot, with its L2 prefetch if asked),
+ * issue() (slice group wd's cp.async of a ring slot into buffer `buf`; group 0 also sets
+ * meta[buf]) and tile() (make slice wd of the bf16 K tile of buffer `buf` ready, sync
+ * the group, and return the tile).
  */
 template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
     __shared__ __align__(16) typename Prod::Smem sm;
@@ -433,13 +446,13 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     if (converter) {
 #pragma unroll
         for (int j = 0; j < AH; ++j)
-            if (j < ntiles) Prod::template convert<C>(p, w, j, crow, mla_key_id(p, w, j * C::N + crow), sm, j, j >= 2);
+            if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, mla_key_id(p, w, j * C::N + crow), sm, j, j >= 2);
         mla_key_id_async(p, w, AH * C::N + crow, &sm.c.ids[AH & 1][crow]);
     }
     __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
-    if (ntiles > 0) Prod::template issue<C>(p, sm, 0, 0, wd);
+    if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd);
     dsv4_cp_async_commit();
-    if (ntiles > 1) Prod::template issue<C>(p, sm, 1, 1, wd);
+    if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd);
     dsv4_cp_async_commit();
 
     for (int i = 0; i < ntiles; ++i) {
@@ -447,11 +460,11 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         if (i == 0) dsv4_cp_async_wait<1>(); /* tile 1 may stay in flight */
         else dsv4_cp_async_wait<0>();
         mla_slice_sync<C>(wd); /* [A] */
-        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(p, sm, (i + 1) % R, buf ^ 1, wd);
+        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, buf ^ 1, wd);
         if (converter) {
             const int k = i + AH; /* its ids arrived with this thread's wait above */
             if (k < ntiles) {
-                Prod::template convert<C>(p, w, k, crow, sm.c.ids[k & 1][crow], sm, k % R, true);
+                mla_convert_row<C, Prod>(p, w, k, crow, sm.c.ids[k & 1][crow], sm, k % R, true);
                 mla_key_id_async(p, w, (k + 1) * C::N + crow, &sm.c.ids[(k + 1) & 1][crow]);
             }
         }

@@ -9,12 +9,13 @@
  * P*576 + pos*8. Slice group wd (mla_tile.cuh) stages only what its dims need, into a
  * double-buffered raw stage (2 x 16 x 576 B): the record bytes of its dims (groups 0-2:
  * 128 e4m3 codes = 8 chunks; group 3: 64 codes + the 64 bf16 RoPE values = 12 chunks,
- * TPG threads per row taking adjacent chunks in each step) and the 4 scale bytes that cover them
- * (one 4-byte cp.async per row into the group's own word). Invalid slots (outside
+ * TPG threads per row taking adjacent chunks in each step) and the 4 scale bytes that
+ * cover them (one 4-byte cp.async per row into the group's own word). Invalid slots (outside
  * [0, num_pages*P) of their own cache, padding, past the split) are zero-filled with a
- * neutral scale and flagged. Rows PF tiles ahead are prefetched into L2 (the lines of
- * the group's slice, and the scale line by group 3): the slots are random, so nearly
- * every record is a DRAM read. After the tile lands the group dequantizes its slice into
+ * neutral scale and flagged. The record addresses are converted once per CTA, AHEAD
+ * tiles before their tile, and the record's lines and scale line prefetched into L2
+ * then (mla_tile.cuh's row sources): the slots are random, so nearly every record is a
+ * DRAM read. After the tile lands the group dequantizes its slice into
  * the bf16 K tile, once per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by
  * shift (prim/fp8.cuh, exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at
  * enc 255) read as 0 as upstream (NaN codes are zeroed before decoding, the rest scrubbed
@@ -61,30 +62,25 @@ struct MlaDecodeProd {
         MlaSmemCommon<C> c;
     };
 
-    /* Ring slot `slot` of row `row` <- the record of slot id `id` (key k*16 + row of the
-     * walk): data = page + pos*576, scales = page + P*576 + pos*8, page and pos from a
-     * multiply-high division by P (32-bit: ids are non-negative int32, P <= 2^20, both
-     * checked on the host). With `pf` its 5-6 data lines and its scale line go to L2. */
+    /* Ring slot `slot` of row `row` <- the record of valid slot id `id`: data = page +
+     * pos*576, scales = page + P*576 + pos*8, page and pos from a multiply-high division
+     * by P (32-bit: ids are non-negative int32, P <= 2^20, both checked on the host).
+     * With `pf` its 5-6 data lines and its scale line go to L2. */
     template <class C>
-    static __device__ __forceinline__ void convert(const mla_params_t &p, const MlaWork &w, int k, int row, int id,
-                                                   SmemT<C> &sm, int slot, bool pf) {
-        const mla_list_params_t &L = p.list[mla_key_list(w, k * MLA_N + row)];
-        if ((uint32_t)id < L.id_limit) {
-            const uint32_t n = (uint32_t)id, P = (uint32_t)L.page_tokens;
-            const uint32_t page = (__umulhi(n, L.page_magic) + n) >> L.page_shift, pos = n - page * P;
-            const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * 576u;
-            const uint32_t soff = (P - pos) * 576u + pos * 8u;
-            sm.src[slot][row] = mla_src(data);
-            sm.scale_off[slot][row] = soff;
-            if (pf) {
-                /* 576 bytes from a 64-byte aligned start: every line holds one of these */
+    static __device__ __forceinline__ void convert(const mla_list_params_t &L, uint32_t id, SmemT<C> &sm, int slot,
+                                                   int row, bool pf) {
+        const uint32_t P = (uint32_t)L.page_tokens;
+        const uint32_t page = (__umulhi(id, L.page_magic) + id) >> L.page_shift, pos = id - page * P;
+        const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * 576u;
+        const uint32_t soff = (P - pos) * 576u + pos * 8u;
+        sm.src[slot][row] = mla_src(data);
+        sm.scale_off[slot][row] = soff;
+        if (pf) {
+            /* 576 bytes from a 64-byte aligned start: every line holds one of these */
 #pragma unroll
-                for (int c = 0; c < 576; c += 128) dsv4_prefetch_l2(data + c);
-                dsv4_prefetch_l2(data + 575);
-                dsv4_prefetch_l2(data + soff);
-            }
-        } else {
-            sm.src[slot][row] = mla_src_invalid(L.base);
+            for (int c = 0; c < 576; c += 128) dsv4_prefetch_l2(data + c);
+            dsv4_prefetch_l2(data + 575);
+            dsv4_prefetch_l2(data + soff);
         }
     }
 
@@ -93,8 +89,7 @@ struct MlaDecodeProd {
      * chunks); group 3 owns codes 384..447 and the RoPE bf16 values, bytes 384..575 (12
      * chunks). Its 64-dim scale blocks are 2 wd and 2 wd + 1 (group 3: block 6), bytes
      * (2 wd) % 4 .. of the 4-byte word at 4 * (wd / 2). */
-    template <class C> static __device__ __forceinline__ void issue(const mla_params_t &, SmemT<C> &sm, int slot,
-                                                                    int buf, int wd) {
+    template <class C> static __device__ __forceinline__ void issue(SmemT<C> &sm, int slot, int buf, int wd) {
         static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
         const int gt = mla_group_thread<C>(), row = gt / C::TPG, part = gt % C::TPG;
         /* both ring words first: a load after a cp.async (a memory clobber) waits for it */

@@ -9,9 +9,9 @@
  * Producer: slice group wd (mla_tile.cuh) copies its 2 * DW bytes of each key row (the
  * dims it multiplies) with cp.async 16-byte chunks straight into the K tile, two rows
  * (4 whole lines) per warp instruction, each row's address converted once per CTA
- * (mla_tile.cuh's row sources); double-buffered (2 x 16 rows x 1040 B). Invalid and past-the-end rows are zero-filled by cp.async
- * (src-size 0) and flagged in meta, so they get p = 0 and a
- * finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
+ * (mla_tile.cuh's row sources); double-buffered (2 x 16 rows x 1040 B). Invalid and
+ * past-the-end rows are zero-filled by cp.async (src-size 0) and flagged in meta, so
+ * they get p = 0 and a finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
  * direct bf16 write.
  */
 #include <cuda_runtime.h>
@@ -31,19 +31,16 @@ struct MlaPrefillProd {
     };
 
     template <class C>
-    static __device__ __forceinline__ void convert(const mla_params_t &p, const MlaWork &w, int k, int row, int id,
-                                                   SmemT<C> &sm, int slot, bool) {
-        const mla_list_params_t &L = p.list[mla_key_list(w, k * MLA_N + row)];
-        sm.src[slot][row] =
-            (uint32_t)id < L.id_limit ? mla_src(L.base + (int64_t)id * L.row_bytes) : mla_src_invalid(L.base);
+    static __device__ __forceinline__ void convert(const mla_list_params_t &L, uint32_t id, SmemT<C> &sm, int slot,
+                                                   int row, bool) {
+        sm.src[slot][row] = mla_src(L.base + (int64_t)id * L.row_bytes);
     }
 
     /* Whole lines per instruction: step k copies rows 2k and 2k+1 of this warp's rows
      * (32 / TPG of them), 16 lanes per row, each lane one 16-byte chunk of the group's
      * 2 * DW bytes, from the row's ring slot. Measured (session 5, H200): whole lines
      * are 18% faster than single 32-byte sectors of 16 rows per instruction. */
-    template <class C> static __device__ __forceinline__ void issue(const mla_params_t &, SmemT<C> &sm, int slot,
-                                                                    int buf, int wd) {
+    template <class C> static __device__ __forceinline__ void issue(SmemT<C> &sm, int slot, int buf, int wd) {
         constexpr int WR = 32 / C::TPG; /* rows per warp */
         static_assert(C::DW == 128, "16 chunks per row slice: one step covers two rows");
         const int lane = threadIdx.x & 31, first = mla_group_thread<C>() / 32 * WR;
