@@ -2,7 +2,9 @@
  * Benchmark cases of the attention family: sparse MLA prefill and decode, timed through
  * the public API. Case names carry the shape: T (tokens), H (heads), w (keys per token:
  * prefill width, or decode main+extra), optional cfg (forced kernel config) and S
- * (forced split count); names with a cfg or S are the sweep the config choice comes from.
+ * (forced split count) and merge (1: second launch, 2: merge CTAs in the attention launch,
+ * forced through the plan's SM count); names with a cfg or S are the sweep the config
+ * choice comes from.
  *
  * Prefill: a 4-request chunk over a 4 x 48K-row bf16 workspace (192 MB, far above L2,
  * flushed before each rep); token t of request b picks width-128 distinct compressed
@@ -39,12 +41,12 @@ static void fill_bf16(uint16_t *p, size_t n, double scale) {
     for (size_t i = 0; i < n; ++i) p[i] = dsv4_f32_to_bf16((float)(scale * rnd_normal()));
 }
 
-/* Parse "T64_H64_w128+512_cfg2_S3"-style names (missing fields stay 0). */
+/* Parse "T64_H64_w128+512_cfg2_S3_merge1"-style names (missing fields stay 0). */
 typedef struct {
-    int T, H, w_main, w_extra, cfg, S;
+    int T, H, w_main, w_extra, cfg, S, merge;
 } shape_t;
 static shape_t parse(const char *name) {
-    shape_t s = {0, 0, 0, 0, 0, 0};
+    shape_t s = {0, 0, 0, 0, 0, 0, 0};
     const char *p;
     if ((p = strstr(name, "T"))) s.T = atoi(p + 1);
     if ((p = strstr(name, "_H"))) s.H = atoi(p + 2);
@@ -55,6 +57,7 @@ static shape_t parse(const char *name) {
     }
     if ((p = strstr(name, "_cfg"))) s.cfg = atoi(p + 4);
     if ((p = strstr(name, "_S"))) s.S = atoi(p + 2);
+    if ((p = strstr(name, "_merge"))) s.merge = atoi(p + 6);
     return s;
 }
 
@@ -309,7 +312,7 @@ static int decode_world(void) {
     dw.out = bench_dev_alloc(qn * 2), dw.sink = bench_dev_alloc(DC_HMAX * 4);
     dw.mids = bench_dev_alloc(DC_TMAX * 128 * 4), dw.mlens = bench_dev_alloc(DC_TMAX * 4);
     dw.eids = bench_dev_alloc(DC_TMAX * 512 * 4), dw.elens = bench_dev_alloc(DC_TMAX * 4);
-    dw.ws_bytes = (size_t)DC_TMAX * DSV4_MLA_MAX_SPLITS * DC_HMAX * 514 * 4;
+    dw.ws_bytes = (size_t)DC_TMAX * DSV4_MLA_MAX_SPLITS * DC_HMAX * 515 * 4;
     dw.ws = bench_dev_alloc(dw.ws_bytes);
     if (!dw.cc || !dw.sw || !dw.q || !dw.out || !dw.sink || !dw.mids || !dw.eids || !dw.ws) return 1;
     if (bench_upload(dw.cc, dw.cc_h, cc_bytes) || bench_upload(dw.sw, dw.sw_h, sw_bytes) ||
@@ -331,9 +334,12 @@ static dsv4_status_t decode_launch(bench_ctx_t *ctx, void *state) {
     return dsv4_sparse_mla_decode(&s->d, &s->a, dw.ws, dw.ws_bytes, DSV4_STREAM(ctx->stream));
 }
 
-static void decode_desc(dsv4_sparse_mla_decode_desc_t *d, int T, int H, int cfg, int S) {
+/* merge 1 / 2 picks that merge route through the SM count the plan sees (with an
+ * explicit cfg and S, nothing else reads it). */
+static void decode_desc(dsv4_sparse_mla_decode_desc_t *d, int T, int H, int cfg, int S, int merge) {
     memset(d, 0, sizeof *d);
     d->num_tokens = T, d->num_heads = H, d->config = cfg, d->num_splits = S;
+    if (merge) d->sm_count = merge == 2 ? 1 << 16 : 1;
     d->main.width = 128;
     d->main.cache.page_tokens = SW_P, d->main.cache.page_stride_bytes = SW_STRIDE;
     d->main.cache.num_pages = DC_TMAX * 5;
@@ -355,7 +361,7 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     uint16_t *q = malloc((size_t)2 * s.H * 512 * 2), *out = malloc((size_t)2 * s.H * 512 * 2);
     fill_bf16(q, (size_t)2 * s.H * 512, 1.0);
     dsv4_sparse_mla_decode_desc_t d;
-    decode_desc(&d, 2, s.H, 0, 1);
+    decode_desc(&d, 2, s.H, 0, 1, 0);
     d.main.cache.page_tokens = DC_P, d.main.cache.page_stride_bytes = DC_STRIDE, d.main.cache.num_pages = PAGES;
     d.extra.cache.num_pages = PAGES;
     dsv4_sparse_mla_decode_args_t a = {q, cache, mids, mlens, cache, eids, elens, NULL, out, NULL, NULL};
@@ -378,7 +384,7 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
         return 1;
     }
     decode_state_t st;
-    decode_desc(&st.d, s.T, s.H, s.cfg, s.S);
+    decode_desc(&st.d, s.T, s.H, s.cfg, s.S, s.merge);
     memset(&st.a, 0, sizeof st.a);
     st.a.q = dw.q, st.a.out = dw.out, st.a.sink = dw.sink;
     st.a.main_cache = dw.sw, st.a.main_ids = dw.mids, st.a.main_lens = dw.mlens;
@@ -451,15 +457,19 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512_cfg1_S2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S1", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S2", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S2_merge2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S3", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S4", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg3_S3", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S8", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S16", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21", run_decode},
+    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21_merge1", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S32", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg2_S20", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512_cfg1_S16", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S32", run_decode},
+    {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21", run_decode},
+    {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21_merge1", run_decode},
 };
 const int bench_attention_count = (int)(sizeof bench_attention_cases / sizeof bench_attention_cases[0]);

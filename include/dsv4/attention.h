@@ -136,8 +136,10 @@ typedef struct dsv4_sparse_mla_plan {
     int64_t warps;
     int64_t rows_per_tile;   /* keys per tile                                            */
     int64_t num_splits;      /* S                                                        */
-    int merge;               /* 1: partials + merge kernel; 0: direct bf16 write          */
-    int64_t ctas;            /* CTAs of the attention kernel                              */
+    int merge;               /* 0: direct bf16 write; partials + merge: 1 in a second     */
+                             /* launch, 2 by merge CTAs appended to the attention launch  */
+    int64_t ctas;            /* attention CTAs of the attention launch (merge 2 adds      */
+                             /* T * H / (warps / 4) merge CTAs after them)                */
     size_t workspace_bytes;
 } dsv4_sparse_mla_plan_t;
 
@@ -148,7 +150,17 @@ typedef struct dsv4_sparse_mla_plan {
  * and no workspace is needed. Otherwise the workspace holds the raw partials (no sink,
  * no normalisation), all fp32: acc [T, S, H, 512] at byte 0, then m [T, S, H], then
  * l [T, S, H] (m = running max of the scaled scores, -FLT_MAX for an empty split;
- * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes in all.
+ * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes as in the
+ * spec, then T*S*H 32-bit completion flags ([T, H, S]): T*S*H*515*4 bytes in all.
+ *
+ * Merge: with merge = 2 (the plan's choice when the T * H / (warps / 4) merge CTAs fit
+ * one wave of two CTAs per SM, e.g. T = 1..8) the merge CTAs follow the attention CTAs
+ * in the same launch. Each waits for its row's S flags, which the split CTAs set after
+ * their partials, and stores 0 back, so every call leaves the flags at 0: the workspace
+ * needs no clearing, and may hold anything before the first call except the word
+ * 0x7FC04D48 at a flag position (a NaN payload no fp32 result has). A call stopped
+ * half-way (a device fault) can leave flags set: clear them before reusing such a
+ * workspace. Otherwise (merge = 1) a second kernel merges. Both give the same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= 2 * sm_count (one wave at two

@@ -83,7 +83,7 @@ def test_decode_plan_and_struct_fields(rng):
                                     extra_cache=c["cc"], extra_ids=c["ei"], extra_lens=c["el"],
                                     extra_page_tokens=c["P_c"], sm_count=132, num_splits=4, config=2)
     assert plan["config"] == 2 and plan["num_splits"] == 4 and plan["merge"] == 1
-    assert plan["workspace_bytes"] == 64 * 4 * 64 * 514 * 4, plan
+    assert plan["workspace_bytes"] == 64 * 4 * 64 * 515 * 4, plan
 
 
 def prefill_case(rng, T=24, H=32, R=3, M=200, C=256, sink_mode="sink"):

@@ -39,10 +39,13 @@ typedef struct mla_params {
     int num_tokens, num_heads, num_splits, num_lists;
     float *part_acc;      /* non-NULL: write raw partials here (and part_m, part_l)      */
     float *part_m, *part_l;
+    unsigned *part_flags; /* non-NULL (decode, plan.merge == 2): one completion flag per   */
+    int attn_ctas;        /*   partial row; merge CTAs follow the attn_ctas attention CTAs */
     mla_list_params_t list[2];
 } mla_params_t;
 
-/* Launch the attention kernel of `config` over `ctas` CTAs (= T * S * H / HC). */
+/* Launch the attention kernel of `config` over `ctas` CTAs: T * S * H / HC attention
+ * CTAs, then (decode with part_flags) the merge CTAs of mla_merge.cuh. */
 dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 /* Launch the split merge: T * H CTAs reading p->part_*, writing p->out. */

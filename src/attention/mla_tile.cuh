@@ -49,8 +49,9 @@
  * tile i-1 (their last readers) and before barrier [B] of tile i+1 (their next ones).
  *
  * Epilogue: the row owners publish m, l; then either raw partials (fp32 acc, m, l) go
- * to the workspace, or the direct path finalises with the sink (mla_softmax.cuh) and
- * stores bf16.
+ * to the workspace (and, when merge CTAs follow in the same launch, one completion flag
+ * per row: mla_merge.cuh), or the direct path finalises with the sink
+ * (mla_softmax.cuh) and stores bf16.
  *
  * Numerics: bf16 x bf16 products accumulated in fp32 by mma.sync (QK per 128-dim
  * slice, then the slices added in fixed order); p rounded to bf16 for PV only; one
@@ -62,12 +63,14 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "attention/mla_merge.cuh"
 #include "attention/mla_params.h"
 #include "attention/mla_softmax.cuh"
 #include "attention/sparse_mla_config.h"
 #include "common/error.h"
 #include "common/launch.h"
 #include "prim/cp_async.cuh"
+#include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
 
 template <int HC_, int MT_, int WD_> struct MlaCfg {
@@ -334,7 +337,7 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 
 /* Partials or the final bf16 rows of a CTA. The thread's geometry is read afresh
  * (mla_opaque_tid): nothing from before the tile loop has to live through it. */
-template <class C>
+template <class C, bool FLAGS>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const MlaSmemCommon<C> &sm,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4]) {
     const int tid = mla_opaque_tid(), g = (tid & 31) >> 2, tq = tid & 3;
@@ -364,6 +367,23 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                                                                    mla_final_apply(f, o[mt][nb][2 * half + 1]));
             }
         }
+    /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */
+    if (FLAGS && p.part_flags)
+        dsv4_grid_flag_publish(p.part_flags + ((int64_t)w.t * p.num_heads + head_cta + tid) * p.num_splits + w.split,
+                               tid < C::HC);
+}
+
+/* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows
+ * j * R .. j * R + R - 1 of the T x H (token, head) rows, R = THREADS / 128, 128
+ * threads each (mla_merge.cuh), their (m, l) staged in `scratch` (the idle score tile). */
+template <class C> static __device__ __forceinline__ void mla_merge_cta(const mla_params_t &p, float *scratch) {
+    constexpr int R = C::THREADS / MLA_MERGE_THREADS;
+    static_assert(R * MLA_MERGE_THREADS == C::THREADS && 2 * R * DSV4_MLA_MAX_SPLITS <= C::WD * C::HC * MLA_SSTR,
+                  "merge rows per CTA and their (m, l) scratch");
+    const int sub = (int)threadIdx.x / MLA_MERGE_THREADS, row = ((int)blockIdx.x - p.attn_ctas) * R + sub;
+    float *m = scratch + 2 * DSV4_MLA_MAX_SPLITS * sub;
+    mla_merge_row<true>(p, row / p.num_heads, row % p.num_heads, (int)threadIdx.x % MLA_MERGE_THREADS, m,
+                        m + DSV4_MLA_MAX_SPLITS);
 }
 
 /* A converter lane's row: key k*16 + row of the walk, id `id`, into ring slot `slot`.
@@ -381,6 +401,7 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
 /*
  * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with the row ring
  * `src` and a member `c` of MlaSmemCommon<C>), AHEAD (the conversion distance),
+ * MERGE_CTAS (whether merge CTAs may follow the attention CTAs in the launch),
  * convert() (a valid id's row source into a ring slot, with its L2 prefetch if asked),
  * issue() (slice group wd's cp.async of a ring slot into buffer `buf`; group 0 also sets
  * meta[buf]) and tile() (make slice wd of the bf16 K tile of buffer `buf` ready, sync
@@ -389,6 +410,10 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
 template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
     __shared__ __align__(16) typename Prod::Smem sm;
     __shared__ MlaWork w;
+    if (Prod::MERGE_CTAS && p.part_flags && (int)blockIdx.x >= p.attn_ctas) {
+        mla_merge_cta<C>(p, &sm.c.sp[0][0][0]);
+        return;
+    }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
     const int wd = warp % C::WD, hw = (warp / C::WD) * 16 * C::MT, dim0 = wd * C::DW;
@@ -480,7 +505,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
      * or the initial values). */
     __syncthreads();
-    mla_epilogue<C>(p, sm.c, w, o);
+    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c, w, o);
 }
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:

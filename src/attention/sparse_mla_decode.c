@@ -1,5 +1,6 @@
 /* Sparse MLA decode, host side: validate, plan (config, split count), launch the
- * attention kernel and, for partials, the merge (include/dsv4/attention.h). */
+ * attention kernel with, for partials, the merge: CTAs appended to it or a second launch
+ * (include/dsv4/attention.h, src/attention/mla_merge.cuh). */
 #include <stdio.h>
 
 #include "attention/mla_host.h"
@@ -62,12 +63,24 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
         S = mla_auto_splits(T, groups, d->main.width, d->has_extra ? d->extra.width : 0, sm);
     }
     p->num_splits = S;
-    p->merge = S > 1 || d->force_merge;
     p->ctas = T * S * groups;
-    if (p->ctas > INT32_MAX)
+    p->merge = 0;
+    if (S > 1 || d->force_merge) {
+        /* The merge CTAs go into the attention launch when they fit one wave beside it at
+         * the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
+         * CTA's): then they overlap the last splits and the second launch is saved.
+         * Without an SM count (explicit num_splits, no device) the second launch. */
+        int64_t sm = d->sm_count;
+        if (!sm && T > 0) sm = mla_current_sm_count();
+        const int64_t merge_ctas = mla_merge_ctas(T, H, p->warps);
+        p->merge = merge_ctas <= MLA_TARGET_CTAS_PER_SM * sm ? 2 : 1;
+    }
+    const int64_t grid = p->ctas + (p->merge == 2 ? mla_merge_ctas(T, H, p->warps) : 0);
+    if (grid > INT32_MAX)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP, "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1",
-                         (long long)T, (long long)S, (long long)p->ctas);
-    p->workspace_bytes = p->merge ? (size_t)T * (size_t)S * (size_t)H * (DSV4_MLA_DIM + 2) * sizeof(float) : 0;
+                         (long long)T, (long long)S, (long long)grid);
+    /* partials, then one completion flag word per partial row (used when merge == 2) */
+    p->workspace_bytes = p->merge ? (size_t)T * (size_t)S * (size_t)H * (DSV4_MLA_DIM + 3) * sizeof(float) : 0;
     return DSV4_STATUS_SUCCESS;
 }
 
@@ -111,13 +124,16 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
                     desc->has_extra ? 2 : 1);
     k.list[0] = mla_decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens);
     k.list[1] = desc->has_extra ? mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
+    k.attn_ctas = (int)p.ctas;
     if (p.merge) {
         const size_t rows = (size_t)desc->num_tokens * (size_t)p.num_splits * (size_t)desc->num_heads;
         k.part_acc = (float *)workspace;
         k.part_m = k.part_acc + rows * DSV4_MLA_DIM;
         k.part_l = k.part_m + rows;
+        if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
     }
-    DSV4_TRY(mla_launch_decode((int)p.config, &k, p.ctas, stream));
-    if (p.merge) DSV4_TRY(mla_launch_merge(&k, stream));
+    const int64_t grid = p.ctas + (p.merge == 2 ? mla_merge_ctas(desc->num_tokens, desc->num_heads, p.warps) : 0);
+    DSV4_TRY(mla_launch_decode((int)p.config, &k, grid, stream));
+    if (p.merge == 1) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }

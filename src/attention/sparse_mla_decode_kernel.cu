@@ -21,14 +21,12 @@
  * enc 255) read as 0 as upstream (NaN codes are zeroed before decoding, the rest scrubbed
  * only where they can occur). Grid: T * S * H/HC CTAs.
  *
- * Merge (spec/sparse-mla.md section 5): one CTA of 128 threads per (token, head), 4
- * dims per thread; the S (m, l) pairs go through shared memory, the acc rows are read
- * 8 splits at a time (unrolled, so the loads overlap) and summed in split order; the
- * sink is added exactly once, through the same functions as the direct path
- * (mla_softmax.cuh). static_assert: S <= 32 <= 128 threads.
+ * Merge (spec/sparse-mla.md section 5): mla_merge.cuh, either as CTAs appended to the
+ * attention launch (plan.merge == 2) or as a second launch (plan.merge == 1).
  */
 #include <cuda_runtime.h>
 
+#include "attention/mla_merge.cuh"
 #include "attention/mla_tile.cuh"
 #include "common/error.h"
 #include "dsv4/numerics.h"
@@ -53,6 +51,7 @@ struct MlaDecodeProd {
     /* Rows are converted (and prefetched into L2) this many tiles before they are
      * computed: the slots are random, so nearly every record is a DRAM read. */
     static constexpr int AHEAD = MLA_AHEAD_DECODE;
+    static constexpr bool MERGE_CTAS = true; /* plan.merge == 2 appends them */
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][576];
@@ -192,44 +191,11 @@ extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, in
     return mla_launch<MlaDecodeBind>("sparse_mla_decode", config, p, ctas, stream);
 }
 
-/* ---- merge -------------------------------------------------------------------------- */
-#define MLA_MERGE_THREADS 128
-static_assert(DSV4_MLA_MAX_SPLITS <= MLA_MERGE_THREADS, "one thread per split loads (m, l)");
-
+/* ---- merge (mla_merge.cuh): the second-launch form, one CTA per (token, head) ------- */
 __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params_t p) {
     __shared__ float sm_m[DSV4_MLA_MAX_SPLITS], sm_l[DSV4_MLA_MAX_SPLITS];
-    const int H = p.num_heads, S = p.num_splits;
-    const int t = (int)blockIdx.x / H, h = (int)blockIdx.x % H;
-    const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
-    /* The S (m, l) pairs are loaded once, in parallel, then every thread combines them in
-     * split order (the same bits in every thread). */
-    if ((int)threadIdx.x < S) {
-        sm_m[threadIdx.x] = p.part_m[row0 + (int64_t)threadIdx.x * H];
-        sm_l[threadIdx.x] = p.part_l[row0 + (int64_t)threadIdx.x * H];
-    }
-    __syncthreads();
-    float M = sm_m[0];
-    for (int s = 1; s < S; ++s) M = fmaxf(M, sm_m[s]);
-    M = mla_sink_max(M, p.sink, h);
-    float w = mla_rescale(sm_m[0], M);
-    float L = __fmul_rn(w, sm_l[0]);
-    const float *pa = p.part_acc + row0 * 512 + 4 * threadIdx.x;
-    float4 a = *(const float4 *)pa;
-    float x0 = __fmul_rn(w, a.x), x1 = __fmul_rn(w, a.y), x2 = __fmul_rn(w, a.z), x3 = __fmul_rn(w, a.w);
-#pragma unroll 8 /* independent loads of 8 splits in flight; the sums stay in split order */
-    for (int s = 1; s < S; ++s) {
-        w = mla_rescale(sm_m[s], M);
-        L = __fadd_rn(L, __fmul_rn(w, sm_l[s]));
-        a = *(const float4 *)(pa + (int64_t)s * H * 512);
-        x0 = __fadd_rn(x0, __fmul_rn(w, a.x));
-        x1 = __fadd_rn(x1, __fmul_rn(w, a.y));
-        x2 = __fadd_rn(x2, __fmul_rn(w, a.z));
-        x3 = __fadd_rn(x3, __fmul_rn(w, a.w));
-    }
-    L = mla_add_sink(L, p.sink, h, M);
-    uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * threadIdx.x;
-    *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
-                               dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
+    const int H = p.num_heads;
+    mla_merge_row<false>(p, (int)blockIdx.x / H, (int)blockIdx.x % H, (int)threadIdx.x, sm_m, sm_l);
 }
 
 extern "C" dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream) {

@@ -24,6 +24,7 @@ struct MlaPrefillProd {
      * prefetch: prefill's rows are mostly L2 hits (the tokens of a request share them),
      * and prefetching cost 6-10% in session 4's measurements. */
     static constexpr int AHEAD = 2;
+    static constexpr bool MERGE_CTAS = false; /* prefill never splits */
     template <class C> struct SmemT {
         uint16_t k[2][MLA_N][MLA_KSTR];
         unsigned long long src[AHEAD + 1][MLA_N]; /* ring: kv row address (mla_src) */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "dsv4/numerics.h"
+#include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
 #include "prim/store.cuh"
 
@@ -179,23 +180,6 @@ struct mhc_src_bcast { /* the first layer's embedding, its 4 copies stored when 
         }
     }
 };
-
-/* ---- completion flags between the CTAs of one grid (small-T route) ------------------------ */
-/* A producer CTA publishes its workspace partials by storing MHC_FLAG_SET; the one CTA that
- * consumes them waits for it and stores 0 back, so every call leaves its flags at 0 for
- * the next and no memset is needed. The value is a NaN payload that no fp32 arithmetic
- * produces (GPU NaNs are 0x7FFFFFFF), so a flag word that held an earlier call's float
- * partials never reads as set; a fresh allocation holds it only by a ~2^-32 accident. */
-#define MHC_FLAG_SET 0x7FC04D48u
-
-/* Called by every thread after its partial stores: one fenced store per flag. */
-static __device__ __forceinline__ void mhc_flag_publish(unsigned *flag, bool mine) {
-    __syncthreads();
-    if (mine) {
-        __threadfence(); /* cumulative: the CTA's stores (ordered by the barrier) come first */
-        *(volatile unsigned *)flag = MHC_FLAG_SET;
-    }
-}
 
 /* ---- reductions --------------------------------------------------------------------- */
 static __device__ __forceinline__ float mhc_warp_sum(float v) {

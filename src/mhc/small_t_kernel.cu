@@ -142,7 +142,7 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
             else if (nt == 0) ws_sq[ks * T + t] = v;
         }
     }
-    mhc_flag_publish(p.flags + ((t0 + tid) * NTILES + nt) * S + ks, tid < TPC && t0 + tid < T);
+    dsv4_grid_flag_publish(p.flags + ((t0 + tid) * NTILES + nt) * S + ks, tid < TPC && t0 + tid < T);
 }
 
 /* Token t's 4 stream rows as the collapse reads them; a seam's R_new and the broadcast
@@ -171,7 +171,7 @@ __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t,
     unsigned *flag = p.flags + t * n + tid;
     int done = tid >= n;
     while (!__syncthreads_and(done)) {
-        if (done || *(volatile unsigned *)flag != MHC_FLAG_SET) continue;
+        if (done || !dsv4_grid_flag_is_set(flag)) continue;
         __threadfence(); /* the partials published before the flag */
         const int nt = tid / S, ks = tid % S;
         const float *raw = p.ws + (ks * p.T + t) * 24 + nt * TN;

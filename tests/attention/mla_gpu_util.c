@@ -89,6 +89,22 @@ int mla_decode_gpu(th_ctx_t *t, const mla_decode_data_t *d, mla_decode_dev_t *g,
     th_buf_download(&g->b[1], out);
     th_buf_guards_ok(t, &g->b[1], "out");
     th_buf_guards_ok(t, &ws, "workspace");
+    dsv4_sparse_mla_plan_t p;
+    TH_OK(t, dsv4_sparse_mla_decode_plan(desc, &p));
+    if (p.merge && st == DSV4_STATUS_SUCCESS) {
+        /* The flag words after the partials: the merge CTAs (merge 2) leave every one at 0
+         * for the next call; the second-launch merge (merge 1) does not touch them. */
+        const size_t rows = (size_t)desc->num_tokens * (size_t)p.num_splits * (size_t)desc->num_heads;
+        uint32_t *h = malloc(need);
+        th_buf_download(&ws, h);
+        const uint32_t *flags = h + rows * (DSV4_MLA_DIM + 2), want = p.merge == 2 ? 0u : 0xFFFFFFFFu;
+        size_t bad = 0, first = 0;
+        for (size_t r = 0; r < rows; ++r)
+            if (flags[r] != want && bad++ == 0) first = r;
+        TH_CHECK(t, bad == 0, "merge %d: %zu of %zu completion flags are not 0x%08x afterwards, first [%zu] = 0x%08x",
+                 p.merge, bad, rows, want, first, bad ? flags[first] : 0u);
+        free(h);
+    }
     inputs_unchanged(t, &g->b[0], d->q, "q");
     inputs_unchanged(t, &g->b[2], d->main_cache, "main_cache");
     inputs_unchanged(t, &g->b[3], d->main_ids, "main_ids");

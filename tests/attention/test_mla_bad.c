@@ -248,7 +248,7 @@ static void null_structs(th_ctx_t *t, const bufs_t *b, dsv4_stream_t s) {
 
 /* Sizes: q/out 4 x 64 x 512 bf16; cache 2 pages of 19008 B; ids 4 x 128; lens 4; sink 64. */
 enum { Q_BYTES = 4 * 64 * 512 * 2, CACHE_BYTES = 2 * 19008, KV_BYTES = 64 * 512 * 2 };
-#define WS_BYTES ((size_t)4 * 2 * 64 * 514 * 4)
+#define WS_BYTES ((size_t)4 * 2 * 64 * 515 * 4)
 
 void test_bad_input_decode(th_ctx_t *t) {
     /* Host memory that is never dereferenced: every check fails before any use. */

@@ -237,17 +237,21 @@ static void test_plan(th_ctx_t *t) {
         int64_t want_config, want_S;
         int want_merge;
     } cases[] = {
-        /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = floor(264/128) = 2 */
+        /* T = 64, 64 heads: 2 head groups x 64 = 128 < 132 SMs -> S = floor(264/128) = 2;
+         * 4096 merge rows are more than one wave (264) of merge CTAs: a second launch */
         {64, 64, 128, 512, 132, 0, 0, 0, 2, 2, 1},
         /* T = 1: 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21 (7 + 25 keys) on;
-         * S = 20 would leave a third tile of one key (7 + 26) */
-        {1, 64, 128, 512, 132, 0, 0, 0, 1, 21, 1},
-        /* T = 8, 32 heads: 1 group of 32 -> units 8, S <= min(33, 32): again 21 */
-        {8, 32, 128, 512, 132, 0, 0, 0, 2, 21, 1},
+         * S = 20 would leave a third tile of one key (7 + 26); 64 merge CTAs appended */
+        {1, 64, 128, 512, 132, 0, 0, 0, 1, 21, 2},
+        /* T = 8, 32 heads: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
+         * CTAs <= 264: appended */
+        {8, 32, 128, 512, 132, 0, 0, 0, 2, 21, 2},
+        /* config 3 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
+        {4, 64, 128, 512, 132, 0, 0, 3, 3, 21, 2},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
         {384, 64, 128, 512, 132, 0, 0, 0, 2, 1, 0},
         /* SWA-only, 128 keys: S <= min(floor(216/2), 32); one tile from S = 8 (16 keys) */
-        {2, 16, 128, 0, 108, 0, 0, 0, 1, 8, 1},
+        {2, 16, 128, 0, 108, 0, 0, 0, 1, 8, 2},
         /* H = 48 cannot use 32-head CTAs; 100 x 3 groups of 16 fill 132 SMs -> S = 1 */
         {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
         /* forced */
@@ -266,7 +270,7 @@ static void test_plan(th_ctx_t *t) {
         size_t ws = 0;
         TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
         const size_t want_ws =
-            cases[i].want_merge ? (size_t)cases[i].T * cases[i].want_S * cases[i].H * 514 * 4 : 0;
+            cases[i].want_merge ? (size_t)cases[i].T * cases[i].want_S * cases[i].H * 515 * 4 : 0;
         TH_CHECK(t,
                  p.config == cases[i].want_config && p.num_splits == cases[i].want_S &&
                      p.merge == cases[i].want_merge && ws == want_ws && p.workspace_bytes == ws,
@@ -276,16 +280,17 @@ static void test_plan(th_ctx_t *t) {
         TH_CHECK(t, p.ctas == (int64_t)cases[i].T * p.num_splits * (cases[i].H / p.heads_per_cta), "case %d: ctas %lld",
                  i, (long long)p.ctas);
     }
-    /* The spec's examples: T = 64, S = 4, H = 32 -> 16.8 MB; T = 384, S = 4, H = 64 -> 201 MB. */
+    /* The spec's examples of the partials: T = 64, S = 4, H = 32 -> 16.8 MB; T = 384,
+     * S = 4, H = 64 -> 201 MB; plus one flag word per partial row (attention.h). */
     dsv4_sparse_mla_decode_desc_t d = plan_desc(64, 32, 128, 512);
     d.num_splits = 4;
     size_t ws = 0;
     TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
-    TH_CHECK(t, ws == 16842752, "T=64 S=4 H=32: %zu bytes", ws);
+    TH_CHECK(t, ws == 16842752 + 64 * 4 * 32 * 4, "T=64 S=4 H=32: %zu bytes", ws);
     d = plan_desc(384, 64, 128, 512);
     d.num_splits = 4;
     TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
-    TH_CHECK(t, ws == 202113024, "T=384 S=4 H=64: %zu bytes", ws);
+    TH_CHECK(t, ws == 202113024 + 384 * 4 * 64 * 4, "T=384 S=4 H=64: %zu bytes", ws);
 
     dsv4_sparse_mla_prefill_desc_t pd;
     memset(&pd, 0, sizeof pd);

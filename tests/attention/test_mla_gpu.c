@@ -175,7 +175,9 @@ void test_gpu_decode_partials(th_ctx_t *t) {
 }
 
 /* S = 1: the direct bf16 write and partial + merge give identical bits, per config,
- * with and without sinks (spec/sparse-mla.md section 5). */
+ * with and without sinks (spec/sparse-mla.md section 5), for both merge routes: merge
+ * CTAs in the attention launch (plan.merge 2) and the second launch (1), which the
+ * plan picks from sm_count (the kernels do not read it). */
 void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
     const mla_decode_case_t cases[] = {
         {5, 64, 128, 32, 24, 512, 64, 80, MLA_LENS_RANDOM, MLA_SINK_MIXED, 1.0, 1, 1, 0},
@@ -197,16 +199,23 @@ void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
             desc.num_splits = 1;
             mla_decode_gpu(t, &d, &g, &desc, a, NULL, NULL);
             desc.force_merge = 1;
-            mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
-            size_t diff = 0, first = 0;
-            for (size_t k = 0; k < n; ++k)
-                if (a[k] != b[k] && diff++ == 0) first = k;
-            char cs[320];
-            TH_CHECK(t, diff == 0,
-                     "config %d: direct and merged S=1 differ in %zu of %zu values, first at token %zu head %zu dim %zu "
-                     "(0x%04x vs 0x%04x); case %s",
-                     cfg, diff, n, first / (512 * (size_t)c->H), (first / 512) % c->H, first % 512, a[first], b[first],
-                     mla_decode_case_str(c, cs, sizeof cs));
+            for (int route = 1; route <= 2; ++route) {
+                desc.sm_count = route == 2 ? 1 << 16 : 1;
+                dsv4_sparse_mla_plan_t p;
+                TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
+                TH_CHECK(t, p.merge == route, "config %d: sm_count %lld plans merge %d, want %d", cfg,
+                         (long long)desc.sm_count, p.merge, route);
+                mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
+                size_t diff = 0, first = 0;
+                for (size_t k = 0; k < n; ++k)
+                    if (a[k] != b[k] && diff++ == 0) first = k;
+                char cs[320];
+                TH_CHECK(t, diff == 0,
+                         "config %d merge %d: direct and merged S=1 differ in %zu of %zu values, first at token %zu "
+                         "head %zu dim %zu (0x%04x vs 0x%04x); case %s",
+                         cfg, route, diff, n, first / (512 * (size_t)c->H), (first / 512) % c->H, first % 512,
+                         a[first], b[first], mla_decode_case_str(c, cs, sizeof cs));
+            }
         }
         free(a), free(b);
         mla_decode_dev_free(&g);
@@ -327,7 +336,8 @@ void test_gpu_model_shapes(th_ctx_t *t) {
     decode_case(t, &dc, opts, TH_COUNT(opts), 8);
 }
 
-/* Two runs, identical bits: decode with splits (merge order fixed), prefill. */
+/* Two runs, identical bits: decode with splits (merge order fixed; and the same bits
+ * from either merge route, picked through sm_count), prefill. */
 void test_gpu_determinism(th_ctx_t *t) {
     const mla_decode_case_t c = {8, 64, 128, 32, 24, 1024, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
     mla_decode_data_t d;
@@ -338,9 +348,12 @@ void test_gpu_determinism(th_ctx_t *t) {
     uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
     dsv4_sparse_mla_decode_desc_t desc = d.desc;
     desc.num_splits = 7;
-    mla_decode_gpu(t, &d, &g, &desc, a, NULL, NULL);
-    mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
-    TH_CHECK(t, memcmp(a, b, n * 2) == 0, "decode S=7: two runs differ");
+    for (int route = 1; route <= 2; ++route) {
+        desc.sm_count = route == 2 ? 1 << 16 : 1;
+        mla_decode_gpu(t, &d, &g, &desc, route == 1 ? a : b, NULL, NULL);
+        mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
+        TH_CHECK(t, memcmp(a, b, n * 2) == 0, "decode S=7, merge route %d: two runs differ", route);
+    }
     mla_decode_dev_free(&g);
     mla_decode_free(&d);
     free(a), free(b);

@@ -1,0 +1,37 @@
+/*
+ * Completion flags between the CTAs of one grid, kept in a caller's workspace.
+ *
+ * A producer CTA publishes its workspace results by storing DSV4_GRID_FLAG_SET; the one
+ * CTA that consumes them waits for that value and stores 0 back, so every call leaves
+ * its flags at 0 for the next and no memset is needed (CUDA-graph replays work). The
+ * value is a NaN payload that no fp32 arithmetic produces (GPU NaNs are 0x7FFFFFFF), so
+ * a flag word that held an earlier call's float results never reads as set; a fresh
+ * allocation holds it only by a ~2^-32 accident. A consumer waits only on CTAs with
+ * lower block indices, which are dispatched before it (the assumption CUTLASS's
+ * stream-K fix-up also makes), so waiting cannot deadlock.
+ *
+ * Users: the mhc small-T route (gate CTAs wait for the projection CTAs) and the sparse
+ * MLA decode merge kept in the attention launch.
+ */
+#ifndef DSV4_PRIM_GRID_FLAG_CUH
+#define DSV4_PRIM_GRID_FLAG_CUH
+
+#define DSV4_GRID_FLAG_SET 0x7FC04D48u
+
+/* Called by every thread of the CTA after its result stores: one fenced store per flag
+ * (`mine`: this thread stores one). */
+static __device__ __forceinline__ void dsv4_grid_flag_publish(unsigned *flag, bool mine) {
+    __syncthreads();
+    if (mine) {
+        __threadfence(); /* cumulative: the CTA's stores (ordered by the barrier) come first */
+        *(volatile unsigned *)flag = DSV4_GRID_FLAG_SET;
+    }
+}
+
+/* One look at a flag (not cached in L1). After it reads set: __threadfence(), then read
+ * the results with L2 loads (__ldcg, cp.async.cg), then store 0 to the flag. */
+static __device__ __forceinline__ bool dsv4_grid_flag_is_set(const unsigned *flag) {
+    return *(const volatile unsigned *)flag == DSV4_GRID_FLAG_SET;
+}
+
+#endif /* DSV4_PRIM_GRID_FLAG_CUH */
