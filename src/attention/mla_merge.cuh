@@ -8,17 +8,21 @@
  *     overlaps the last splits instead of waiting for a second launch.
  * Both run the same operations in the same order: the same bits.
  *
- * The S (m, l) pairs are loaded once, in parallel (one thread per split, which in the
- * appended form first waits for that split's flag and resets it), then every thread
- * combines them in split order (the same bits in every thread); the acc rows are read 8
- * splits at a time (unrolled, so the loads overlap) and summed in split order; the sink
- * is added exactly once, through the same functions as the direct path
- * (mla_softmax.cuh). The partials are read through L2 (__ldcg): another CTA of this
- * launch wrote them.
+ * Each warp of the 128 works alone (no shared memory, no CTA barrier before the
+ * output): lane s < S loads split s's (m, l) while every lane issues its acc loads
+ * (4 dims, B splits at a time, all in flight), so a row costs one L2 round trip per
+ * batch of B: 16 in the merge CTAs of configs 1 and 2, 8 in those of the 8-warp config
+ * (its 128-register cap spills with 16) and in the second-launch kernel (its registers
+ * decide how many of its small CTAs are resident: 56-62 with 8). M is a warp max (exact in any order: no m is NaN), then the
+ * sums run in split order with w_s and l_s shuffled from lane s; the sink is added
+ * exactly once, through the same functions as the direct path (mla_softmax.cuh). The
+ * partials are read through L2 (__ldcg): another CTA of this launch may have written
+ * them.
  */
 #ifndef DSV4_ATTENTION_MLA_MERGE_CUH
 #define DSV4_ATTENTION_MLA_MERGE_CUH
 
+#include <float.h>
 #include <stdint.h>
 
 #include "attention/mla_params.h"
@@ -28,50 +32,66 @@
 #include "prim/mma.cuh"
 
 #define MLA_MERGE_THREADS 128
-static_assert(DSV4_MLA_MAX_SPLITS <= MLA_MERGE_THREADS, "one thread per split loads (m, l)");
+static_assert(DSV4_MLA_MAX_SPLITS <= 32, "one lane per split holds (m, l)");
 
-/* Thread lt (0..127) of the 128 that merge row (t, h); sm_m, sm_l: S floats each, this
- * row's own. WAIT: wait for (and reset) each split's flag first. Every thread of the CTA
- * must call it (it contains a __syncthreads). */
-template <bool WAIT>
-static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int t, int h, int lt, float *sm_m,
-                                                     float *sm_l) {
-    const int H = p.num_heads, S = p.num_splits;
+/* Thread lt (0..127) of the 128 that merge row (t, h). WAIT: each warp first waits for
+ * the row's S flags, and after a CTA barrier the first S threads reset them. Every
+ * thread of the CTA must call it when WAIT (it contains a __syncthreads). */
+template <bool WAIT, int B>
+static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int t, int h, int lt) {
+    const int H = p.num_heads, S = p.num_splits, lane = lt & 31;
     const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
-    if (lt < S) {
-        const int64_t r = row0 + (int64_t)lt * H;
-        if (WAIT) { /* flags [t, h, s]: a row's S flags share a line */
-            unsigned *flag = p.part_flags + ((int64_t)t * H + h) * S + lt;
-            while (!dsv4_grid_flag_is_set(flag)) __nanosleep(64);
-            __threadfence(); /* the partials published before the flag */
-            *flag = 0u;      /* for the next call on this workspace */
-        }
-        sm_m[lt] = __ldcg(p.part_m + r);
-        sm_l[lt] = __ldcg(p.part_l + r);
+    unsigned *flag = WAIT ? p.part_flags + ((int64_t)t * H + h) * S + lane : NULL; /* [t, h, s] */
+    if (WAIT) {
+        while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag))) __nanosleep(64);
+        __threadfence(); /* the partials published before the flags */
     }
-    __syncthreads();
-    float M = sm_m[0];
-    for (int s = 1; s < S; ++s) M = fmaxf(M, sm_m[s]);
-    M = mla_sink_max(M, p.sink, h);
-    float w = mla_rescale(sm_m[0], M);
-    float L = __fmul_rn(w, sm_l[0]);
     const float4 *pa = (const float4 *)(p.part_acc + row0 * 512) + lt;
-    float4 a = __ldcg(pa);
-    float x0 = __fmul_rn(w, a.x), x1 = __fmul_rn(w, a.y), x2 = __fmul_rn(w, a.z), x3 = __fmul_rn(w, a.w);
-#pragma unroll 8 /* independent loads of 8 splits in flight; the sums stay in split order */
-    for (int s = 1; s < S; ++s) {
-        w = mla_rescale(sm_m[s], M);
-        L = __fadd_rn(L, __fmul_rn(w, sm_l[s]));
-        a = __ldcg(pa + (int64_t)s * H * 128);
-        x0 = __fadd_rn(x0, __fmul_rn(w, a.x));
-        x1 = __fadd_rn(x1, __fmul_rn(w, a.y));
-        x2 = __fadd_rn(x2, __fmul_rn(w, a.z));
-        x3 = __fadd_rn(x3, __fmul_rn(w, a.w));
+    float4 a[B];
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+        if (i < S) a[i] = __ldcg(pa + (int64_t)i * H * 128);
+    float m = -FLT_MAX, l = 0.0f; /* lane s: split s */
+    if (lane < S) {
+        m = __ldcg(p.part_m + row0 + (int64_t)lane * H);
+        l = __ldcg(p.part_l + row0 + (int64_t)lane * H);
+    }
+    float M = m;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+    M = mla_sink_max(M, p.sink, h);
+    const float w_lane = mla_rescale(m, M);
+    float L = 0.0f, x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
+    for (int s0 = 0; s0 < S; s0 += B) {
+        if (s0 > 0) {
+#pragma unroll
+            for (int i = 0; i < B; ++i)
+                if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
+        }
+#pragma unroll
+        for (int i = 0; i < B; ++i) {
+            if (s0 + i >= S) break;
+            const float w = __shfl_sync(0xffffffffu, w_lane, s0 + i), ls = __shfl_sync(0xffffffffu, l, s0 + i);
+            if (s0 + i == 0) { /* w_0 * x_0: no "0 +" step (mla_softmax.cuh) */
+                L = __fmul_rn(w, ls);
+                x0 = __fmul_rn(w, a[i].x), x1 = __fmul_rn(w, a[i].y), x2 = __fmul_rn(w, a[i].z), x3 = __fmul_rn(w, a[i].w);
+            } else {
+                L = __fadd_rn(L, __fmul_rn(w, ls));
+                x0 = __fadd_rn(x0, __fmul_rn(w, a[i].x));
+                x1 = __fadd_rn(x1, __fmul_rn(w, a[i].y));
+                x2 = __fadd_rn(x2, __fmul_rn(w, a[i].z));
+                x3 = __fadd_rn(x3, __fmul_rn(w, a[i].w));
+            }
+        }
     }
     L = mla_add_sink(L, p.sink, h, M);
     uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * lt;
     *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
                                dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
+    if (WAIT) {
+        __syncthreads(); /* every warp of the row has seen the flags */
+        if (lt < S) *flag = 0u; /* for the next call on this workspace */
+    }
 }
 
 /* Rows merged by one CTA of `threads` threads (128 per row). */

@@ -375,15 +375,13 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 
 /* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows
  * j * R .. j * R + R - 1 of the T x H (token, head) rows, R = THREADS / 128, 128
- * threads each (mla_merge.cuh), their (m, l) staged in `scratch` (the idle score tile). */
-template <class C> static __device__ __forceinline__ void mla_merge_cta(const mla_params_t &p, float *scratch) {
+ * threads each (mla_merge.cuh). */
+template <class C> static __device__ __forceinline__ void mla_merge_cta(const mla_params_t &p) {
     constexpr int R = C::THREADS / MLA_MERGE_THREADS;
-    static_assert(R * MLA_MERGE_THREADS == C::THREADS && 2 * R * DSV4_MLA_MAX_SPLITS <= C::WD * C::HC * MLA_SSTR,
-                  "merge rows per CTA and their (m, l) scratch");
-    const int sub = (int)threadIdx.x / MLA_MERGE_THREADS, row = ((int)blockIdx.x - p.attn_ctas) * R + sub;
-    float *m = scratch + 2 * DSV4_MLA_MAX_SPLITS * sub;
-    mla_merge_row<true>(p, row / p.num_heads, row % p.num_heads, (int)threadIdx.x % MLA_MERGE_THREADS, m,
-                        m + DSV4_MLA_MAX_SPLITS);
+    static_assert(R * MLA_MERGE_THREADS == C::THREADS, "whole merge rows per CTA");
+    const int row = ((int)blockIdx.x - p.attn_ctas) * R + (int)threadIdx.x / MLA_MERGE_THREADS;
+    mla_merge_row<true, (C::NW > 4 ? 8 : 16)>(p, row / p.num_heads, row % p.num_heads,
+                                             (int)threadIdx.x % MLA_MERGE_THREADS);
 }
 
 /* A converter lane's row: key k*16 + row of the walk, id `id`, into ring slot `slot`.
@@ -411,7 +409,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     __shared__ __align__(16) typename Prod::Smem sm;
     __shared__ MlaWork w;
     if (Prod::MERGE_CTAS && p.part_flags && (int)blockIdx.x >= p.attn_ctas) {
-        mla_merge_cta<C>(p, &sm.c.sp[0][0][0]);
+        mla_merge_cta<C>(p);
         return;
     }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

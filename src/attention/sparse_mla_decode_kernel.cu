@@ -193,9 +193,8 @@ extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, in
 
 /* ---- merge (mla_merge.cuh): the second-launch form, one CTA per (token, head) ------- */
 __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params_t p) {
-    __shared__ float sm_m[DSV4_MLA_MAX_SPLITS], sm_l[DSV4_MLA_MAX_SPLITS];
     const int H = p.num_heads;
-    mla_merge_row<false>(p, (int)blockIdx.x / H, (int)blockIdx.x % H, (int)threadIdx.x, sm_m, sm_l);
+    mla_merge_row<false, 8>(p, (int)blockIdx.x / H, (int)blockIdx.x % H, (int)threadIdx.x);
 }
 
 extern "C" dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream) {
