@@ -318,7 +318,7 @@ def test_workspace_sizes(gpu, rng):
                                     extra_ids=gpu.put(c["ei"]), extra_lens=gpu.put(c["el"]),
                                     extra_page_tokens=c["P_c"], num_splits=4)
     need = plan["workspace_bytes"]
-    assert need == 8 * 4 * 64 * 514 * 4
+    assert need == 8 * 4 * 64 * 515 * 4  # the spec's partials (514 words per row) + a flag word
     small = torch.empty(need - 1, dtype=torch.uint8, device="cuda")
     with pytest.raises(d.Dsv4Error, match="WORKSPACE_TOO_SMALL"):
         run_decode(gpu, c, num_splits=4, workspace=small)

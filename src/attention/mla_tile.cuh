@@ -380,7 +380,7 @@ template <class C> static __device__ __forceinline__ void mla_merge_cta(const ml
     constexpr int R = C::THREADS / MLA_MERGE_THREADS;
     static_assert(R * MLA_MERGE_THREADS == C::THREADS, "whole merge rows per CTA");
     const int row = ((int)blockIdx.x - p.attn_ctas) * R + (int)threadIdx.x / MLA_MERGE_THREADS;
-    mla_merge_row<true, (C::NW > 4 ? 8 : 16)>(p, row / p.num_heads, row % p.num_heads,
+    mla_merge_row<true, (C::NW > 4 ? 8 : 32)>(p, row / p.num_heads, row % p.num_heads,
                                              (int)threadIdx.x % MLA_MERGE_THREADS);
 }
 
@@ -467,9 +467,12 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     const bool converter = lane < RPW;
     const int crow = warp * RPW + lane;
     if (converter) {
+        int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
+#pragma unroll
+        for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
 #pragma unroll
         for (int j = 0; j < AH; ++j)
-            if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, mla_key_id(p, w, j * C::N + crow), sm, j, j >= 2);
+            if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
         mla_key_id_async(p, w, AH * C::N + crow, &sm.c.ids[AH & 1][crow]);
     }
     __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
