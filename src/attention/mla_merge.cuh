@@ -32,6 +32,9 @@
 #include "prim/mma.cuh"
 
 #define MLA_MERGE_THREADS 128
+#ifndef MLA_MERGE_POLL_NS /* back-off between two looks at a row's flags */
+#define MLA_MERGE_POLL_NS 64
+#endif
 static_assert(DSV4_MLA_MAX_SPLITS <= 32, "one lane per split holds (m, l)");
 
 /* Thread lt (0..127) of the 128 that merge row (t, h). WAIT: each warp first waits for
@@ -43,7 +46,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
     unsigned *flag = WAIT ? p.part_flags + ((int64_t)t * H + h) * S + lane : NULL; /* [t, h, s] */
     if (WAIT) {
-        while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag))) __nanosleep(64);
+        while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag))) __nanosleep(MLA_MERGE_POLL_NS);
         __threadfence(); /* the partials published before the flags */
     }
     const float4 *pa = (const float4 *)(p.part_acc + row0 * 512) + lt;
