@@ -124,9 +124,7 @@ struct MlaWork {
     int n;
 };
 
-/* The walk of split s of token t when list L holds len[L] keys (clamped to [0, width]). */
-static __device__ __forceinline__ MlaWork mla_work_len(const mla_params_t &p, int t, int s, int head_cta,
-                                                       const int (&len_in)[2]) {
+static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int t, int s, int head_cta) {
     MlaWork w;
     w.t = t;
     w.split = s;
@@ -137,7 +135,8 @@ static __device__ __forceinline__ MlaWork mla_work_len(const mla_params_t &p, in
         w.begin[L] = 0;
         w.count[L] = 0;
         if (L < p.num_lists) {
-            const int len = len_in[L] < 0 ? 0 : min(len_in[L], (int)p.list[L].width);
+            int len = p.list[L].lens[t];
+            len = len < 0 ? 0 : (len > (int)p.list[L].width ? (int)p.list[L].width : len);
             const int c = (len + p.num_splits - 1) / p.num_splits;
             const int b = min(s * c, len);
             w.begin[L] = b;
@@ -146,20 +145,6 @@ static __device__ __forceinline__ MlaWork mla_work_len(const mla_params_t &p, in
         w.n += w.count[L];
     }
     return w;
-}
-/* ... with the lengths of lens[t]. */
-static __device__ __forceinline__ MlaWork mla_work(const mla_params_t &p, int t, int s, int head_cta) {
-    const int len[2] = {p.list[0].lens[t], p.num_lists > 1 ? p.list[1].lens[t] : 0};
-    return mla_work_len(p, t, s, head_cta, len);
-}
-/* ... as if every list were full (lens[t] = width): a guess that needs no load. */
-static __device__ __forceinline__ MlaWork mla_work_full(const mla_params_t &p, int t, int s, int head_cta) {
-    const int len[2] = {(int)p.list[0].width, (int)p.list[1].width};
-    return mla_work_len(p, t, s, head_cta, len);
-}
-static __device__ __forceinline__ bool mla_same_walk(const MlaWork &a, const MlaWork &b) {
-    return a.begin[0] == b.begin[0] && a.count[0] == b.count[0] && a.begin[1] == b.begin[1] &&
-           a.count[1] == b.count[1];
 }
 
 /* Where the id behind virtual key j of this CTA lives (main list first, then extra);
@@ -430,25 +415,10 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tq = lane & 3;
     const int wd = warp % C::WD, hw = (warp / C::WD) * 16 * C::MT, dim0 = wd * C::DW;
-    constexpr int AH = Prod::AHEAD, R = AH + 1, RPW = C::N / C::NW;
-    static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
-    const bool converter = lane < RPW;
-    const int crow = warp * RPW + lane;
-    int id[AH]; /* the converter lane's ids of tiles 0 .. AH-1 */
-    MlaWork guess;
     {
         const int head_groups = p.num_heads / C::HC, rest = (int)blockIdx.x / head_groups;
-        const int t = rest / p.num_splits, s = rest % p.num_splits, head_cta = ((int)blockIdx.x % head_groups) * C::HC;
-        if (tid == 0) w = mla_work(p, t, s, head_cta);
-        /* The split's range needs lens[t], a memory round trip before the ids can be
-         * read. The converter lanes guess full lists (the common case in decode) and
-         * load those ids alongside; the guess is checked after the barrier below. */
-        if (converter) {
-            guess = mla_work_full(p, t, s, head_cta);
-            const int guess_tiles = (guess.n + C::N - 1) / C::N;
-#pragma unroll
-            for (int j = 0; j < AH; ++j) id[j] = j < guess_tiles ? mla_key_id(p, guess, j * C::N + crow) : -1;
-        }
+        if (tid == 0)
+            w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
     }
     if (C::NW <= 4) /* the 8-warp config spills with it (128-register cap) */
         mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
@@ -487,17 +457,19 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     __syncthreads(); /* w, m, l */
 
     /* Prologue: the converter lanes turn the ids of tiles 0 .. AH-1 into ring slots (the
-     * ids by plain loads, issued before the barrier above for full lists, reloaded here
-     * when a list is shorter) and fetch those of tile AH by cp.async
+     * ids by plain loads: nothing is in flight yet) and fetch those of tile AH by cp.async
      * (they land with tile 0); then tiles 0 and 1 go into the two buffers at once (a
      * short split waits for one round trip, not two). Iteration i copies tile i+1 from
      * its slot, converts tile i+AH and fetches the ids of tile i+AH+1. */
+    constexpr int AH = Prod::AHEAD, R = AH + 1, RPW = C::N / C::NW;
+    static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
     const int ntiles = (w.n + C::N - 1) / C::N;
+    const bool converter = lane < RPW;
+    const int crow = warp * RPW + lane;
     if (converter) {
-        if (!mla_same_walk(guess, w)) { /* a list below its width: the real range's ids */
-#pragma unroll /* all loads first: one round trip, not AH (T = 1 waits for them) */
-            for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
-        }
+        int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
+#pragma unroll
+        for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
 #pragma unroll
         for (int j = 0; j < AH; ++j)
             if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
