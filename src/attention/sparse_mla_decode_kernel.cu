@@ -19,7 +19,8 @@
  * the bf16 K tile, once per CTA for all HC heads: per 16 codes one UE8M0 scale decoded by
  * shift (prim/fp8.cuh, exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at
  * enc 255) read as 0 as upstream (NaN codes are zeroed before decoding, the rest scrubbed
- * only where they can occur). Grid: T * S * H/HC CTAs.
+ * only where they can occur). Grid: T * S * H/HC attention CTAs (+ the merge CTAs of
+ * plan.merge == 2, mla_merge.cuh).
  *
  * Merge (spec/sparse-mla.md section 5): mla_merge.cuh, either as CTAs appended to the
  * attention launch (plan.merge == 2) or as a second launch (plan.merge == 1).
