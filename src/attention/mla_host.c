@@ -104,7 +104,7 @@ int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int6
     return best;
 }
 
-int64_t mla_merge_ctas(int64_t T, int64_t H, int64_t warps) { return T * H / (warps / 4); }
+int64_t mla_merge_ctas(int64_t T, int64_t H, int64_t warps) { return T * H / (warps * 32 / MLA_MERGE_THREADS); }
 
 int64_t mla_current_sm_count(void) {
     enum { MAX_DEV = 64 };

@@ -35,7 +35,7 @@ void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
 int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count);
 
 /* CTAs of the merge for T x H partial rows when appended to an attention launch of
- * `warps` warps per CTA (128 threads per row: mla_merge.cuh). */
+ * `warps` warps per CTA (MLA_MERGE_THREADS per row: mla_merge.cuh). */
 int64_t mla_merge_ctas(int64_t T, int64_t H, int64_t warps);
 
 /* SMs of the current device, cached per device ordinal; 0 when there is none. */

@@ -27,11 +27,11 @@
 
 #include "attention/mla_params.h"
 #include "attention/mla_softmax.cuh"
+#include "attention/sparse_mla_config.h"
 #include "dsv4/attention.h"
 #include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
 
-#define MLA_MERGE_THREADS 128
 #ifndef MLA_MERGE_POLL_NS /* back-off between two looks at a row's flags (0, 16, 64: same times) */
 #define MLA_MERGE_POLL_NS 64
 #endif
@@ -51,9 +51,12 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     }
     const float4 *pa = (const float4 *)(p.part_acc + row0 * 512) + lt;
     float4 a[B];
+    const auto load_batch = [&](int s0) { /* splits s0 .. s0 + B - 1, all in flight */
 #pragma unroll
-    for (int i = 0; i < B; ++i)
-        if (i < S) a[i] = __ldcg(pa + (int64_t)i * H * 128);
+        for (int i = 0; i < B; ++i)
+            if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
+    };
+    load_batch(0); /* before the (m, l) loads: both round trips overlap */
     float m = -FLT_MAX, l = 0.0f; /* lane s: split s */
     if (lane < S) {
         m = __ldcg(p.part_m + row0 + (int64_t)lane * H);
@@ -66,11 +69,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     const float w_lane = mla_rescale(m, M);
     float L = 0.0f, x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
     for (int s0 = 0; s0 < S; s0 += B) {
-        if (s0 > 0) {
-#pragma unroll
-            for (int i = 0; i < B; ++i)
-                if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
-        }
+        if (s0 > 0) load_batch(s0);
 #pragma unroll
         for (int i = 0; i < B; ++i) {
             if (s0 + i >= S) break;
@@ -95,11 +94,6 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
         __syncthreads(); /* every warp of the row has seen the flags */
         if (lt < S) *flag = 0u; /* for the next call on this workspace */
     }
-}
-
-/* Rows merged by one CTA of `threads` threads (128 per row). */
-static __host__ __device__ __forceinline__ int mla_merge_rows_per_cta(int threads) {
-    return threads / MLA_MERGE_THREADS;
 }
 
 #endif

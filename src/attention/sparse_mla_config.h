@@ -55,6 +55,10 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3");
 
+/* The split merge (mla_merge.cuh): threads per (token, head) row, 4 dims each. Merge
+ * CTAs appended to an attention launch of W warps take W * 32 / MLA_MERGE_THREADS rows. */
+#define MLA_MERGE_THREADS 128
+
 /* Split policy: when T alone does not fill the GPU, at most this many resident CTAs
  * per SM (one wave), and among those split counts the fewest tiles per CTA. */
 #define MLA_TARGET_CTAS_PER_SM 2

@@ -45,6 +45,11 @@ dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *
     return check(desc, &geom);
 }
 
+/* CTAs of the attention launch: the attention CTAs, then (merge 2) the merge CTAs. */
+static int64_t launch_ctas(const dsv4_sparse_mla_plan_t *p, int64_t T, int64_t H) {
+    return p->ctas + (p->merge == 2 ? mla_merge_ctas(T, H, p->warps) : 0);
+}
+
 static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_mla_plan_t *p, mla_qo_geom_t *geom) {
     DSV4_TRY(check(d, geom));
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
@@ -53,10 +58,10 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     if (!config) config = (T <= MLA_DECODE_SMALL_T || H % 32 != 0) ? 1 : 2;
     mla_plan_config(config, p);
     const int64_t groups = H / p->heads_per_cta;
+    int64_t sm = d->sm_count;
+    if (!sm && T > 0) sm = mla_current_sm_count();
     int64_t S = d->num_splits;
     if (!S) {
-        int64_t sm = d->sm_count;
-        if (!sm && T > 0) sm = mla_current_sm_count();
         if (!sm && T > 0)
             return dsv4_fail(DSV4_STATUS_NO_DEVICE, OP,
                              "no CUDA device to plan the split count for; set sm_count or num_splits");
@@ -64,18 +69,12 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     }
     p->num_splits = S;
     p->ctas = T * S * groups;
-    p->merge = 0;
-    if (S > 1 || d->force_merge) {
-        /* The merge CTAs go into the attention launch when they fit one wave beside it at
-         * the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
-         * CTA's): then they overlap the last splits and the second launch is saved.
-         * Without an SM count (explicit num_splits, no device) the second launch. */
-        int64_t sm = d->sm_count;
-        if (!sm && T > 0) sm = mla_current_sm_count();
-        const int64_t merge_ctas = mla_merge_ctas(T, H, p->warps);
-        p->merge = merge_ctas <= MLA_TARGET_CTAS_PER_SM * sm ? 2 : 1;
-    }
-    const int64_t grid = p->ctas + (p->merge == 2 ? mla_merge_ctas(T, H, p->warps) : 0);
+    /* Partials: the merge CTAs go into the attention launch when they fit one wave beside
+     * it at the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
+     * CTA's): then they overlap the last splits and the second launch is saved. Without
+     * an SM count (explicit num_splits, no device) the second launch. */
+    p->merge = S > 1 || d->force_merge ? (mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm ? 2 : 1) : 0;
+    const int64_t grid = launch_ctas(p, T, H);
     if (grid > INT32_MAX)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP, "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1",
                          (long long)T, (long long)S, (long long)grid);
@@ -132,8 +131,7 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
         k.part_l = k.part_m + rows;
         if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
     }
-    const int64_t grid = p.ctas + (p.merge == 2 ? mla_merge_ctas(desc->num_tokens, desc->num_heads, p.warps) : 0);
-    DSV4_TRY(mla_launch_decode((int)p.config, &k, grid, stream));
+    DSV4_TRY(mla_launch_decode((int)p.config, &k, launch_ctas(&p, desc->num_tokens, desc->num_heads), stream));
     if (p.merge == 1) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }

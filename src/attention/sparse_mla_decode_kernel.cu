@@ -201,14 +201,14 @@ template <int B> __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_
     mla_merge_row<false, B>(p, (int)blockIdx.x / H, (int)blockIdx.x % H, (int)threadIdx.x);
 }
 
-extern "C" dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream) {
+template <int B> static dsv4_status_t launch_merge(const mla_params_t *p, cudaStream_t stream) {
     static const char *op = "sparse_mla_decode (merge)";
-    static int smem_cache[2];
-    const int small = p->num_splits <= 2;
-    const void *k = small ? (const void *)mla_merge_kernel<2> : (const void *)mla_merge_kernel<8>;
-    DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem_cache[small]));
-    const unsigned ctas = (unsigned)((int64_t)p->num_tokens * p->num_heads);
-    if (small) mla_merge_kernel<2><<<ctas, MLA_MERGE_THREADS, 0, (cudaStream_t)stream>>>(*p);
-    else mla_merge_kernel<8><<<ctas, MLA_MERGE_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    static int smem_cache;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_merge_kernel<B>, 0, &smem_cache));
+    mla_merge_kernel<B><<<(unsigned)((int64_t)p->num_tokens * p->num_heads), MLA_MERGE_THREADS, 0, stream>>>(*p);
     return dsv4_launch_status(op);
+}
+
+extern "C" dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream) {
+    return p->num_splits <= 2 ? launch_merge<2>(p, (cudaStream_t)stream) : launch_merge<8>(p, (cudaStream_t)stream);
 }

@@ -98,12 +98,10 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     }
 }
 
-/* The split K2's staging buffer (dynamic shared memory, MHC_EPI_SPLIT_SMEM): a norm CTA
- * uses its first S floats (the ss partials). Partials arrive by cp.async, so all of them
- * are in flight at once without holding registers. */
-
 /* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
- * the same operations and order as mhc_epilogue_token). */
+ * the same operations and order as mhc_epilogue_token). `stage` is the split K2's dynamic
+ * shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S floats for the ss
+ * partials): the partials arrive by cp.async, all in flight without holding registers. */
 static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
     __shared__ float s_raw[MHC_EPI_TPC][25];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;

@@ -25,7 +25,6 @@
 #include <stdint.h>
 
 #include "dsv4/numerics.h"
-#include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
 #include "prim/store.cuh"
 

@@ -46,6 +46,7 @@
 #include "common/error.h"
 #include "common/launch.h"
 #include "mhc/epilogue.cuh"
+#include "prim/grid_flag.cuh"
 
 namespace {
 
