@@ -275,10 +275,7 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
         dsv4_mhc_plan_t pl;
         dsv4_mhc_plan(T, H, 0, route, &pl);
         snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB; %s", H_BENCH,
-                 pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T"
-                 : pl.fused_epilogue                ? "tensor-core+fused-epilogue"
-                                                    : "tensor-core",
-                 (int)pl.splits,
+                 pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits,
                  (int)pl.tokens_per_cta, (long long)pl.ctas, pl.workspace_bytes, note);
         const double bytes = 20.0 * H * T, flops = 2.0 * 24 * 4 * H * T;
         bench_report(ctx, op, name, config, &tm, bytes, flops, T >= 512 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, check);
@@ -313,10 +310,6 @@ SEAM_CASE(route_small_t12, 12, DSV4_MHC_ROUTE_SMALL_T, 0)
 SEAM_CASE(route_tc_t12, 12, DSV4_MHC_ROUTE_TENSOR_CORE, 0)
 SEAM_CASE(route_small_t16, 16, DSV4_MHC_ROUTE_SMALL_T, 0)
 SEAM_CASE(route_tc_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE, 0)
-SEAM_CASE(route_unfused_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0)
-SEAM_CASE(route_unfused_t64, 64, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0)
-SEAM_CASE(route_unfused_t512, 512, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0)
-SEAM_CASE(route_unfused_t2048, 2048, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0)
 
 /* ---- standalone ops at T = 8192 ------------------------------------------------------------- */
 typedef struct {
@@ -451,10 +444,6 @@ const bench_case_t bench_mhc_cases[] = {
     {"mhc_seam_route", "tensor-core T=12 H=5120", route_tc_t12},
     {"mhc_seam_route", "small-T T=16 H=5120", route_small_t16},
     {"mhc_seam_route", "tensor-core T=16 H=5120", route_tc_t16},
-    {"mhc_seam_route", "epilogue kernel T=16 H=5120", route_unfused_t16},
-    {"mhc_seam_route", "epilogue kernel T=64 H=5120", route_unfused_t64},
-    {"mhc_seam_route", "epilogue kernel T=512 H=5120", route_unfused_t512},
-    {"mhc_seam_route", "epilogue kernel T=2048 H=5120", route_unfused_t2048},
     {"mhc_post_sqrsum", "T=8192 H=5120", post_sqrsum_case},
     {"mhc_collapse", "norm T=8192 H=5120", collapse_case},
     {"mhc_gates", "T=8192 H=5120", gates_case},

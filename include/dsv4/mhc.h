@@ -93,9 +93,7 @@
  *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
  *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (gate CTAs of 4 tokens,
  *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per
- *   token) or, when the plan says fused_epilogue and the GPU holds the projection grid
- *   at once, in the projection's own CTAs after a grid-wide barrier (one cooperative
- *   launch; the same functions in the same order, so the same bits).
+ *   token).
  *
  * Gate tolerances (numerics.md section 8): pre, post and comb within 1e-5 absolute of an
  * fp64 evaluation fed the kernel's own mix; sqrsum relative error <= 1e-5.
@@ -121,9 +119,7 @@ typedef enum dsv4_mhc_variant {
 typedef enum dsv4_mhc_route {
     DSV4_MHC_ROUTE_AUTO = 0,       /* T < 16 and a tiling geometry: SMALL_T; else TENSOR_CORE */
     DSV4_MHC_ROUTE_SMALL_T = 1,    /* force the CUDA-core kernel (UNSUPPORTED if H does not tile) */
-    DSV4_MHC_ROUTE_TENSOR_CORE = 2, /* force the mma.sync kernel                              */
-    DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED = 3 /* force it with its epilogue in a second launch
-                                              (never fused_epilogue; same bits)          */
+    DSV4_MHC_ROUTE_TENSOR_CORE = 2 /* force the mma.sync kernel                               */
 } dsv4_mhc_route_t;
 
 /* Gate constants (spec/mhc.md section 2). No field has a default: pass the model's. */
@@ -150,12 +146,6 @@ typedef struct dsv4_mhc_plan {
     int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
                                 rounding (upstream's small-T numerics); 0: the stored bf16
                                 values (this build, both routes)                            */
-    int32_t fused_epilogue; /* TENSOR_CORE: 1 when S >= 8 (at most 8 tokens of a 64-token block
-                               per CTA) and the route is not ..._UNFUSED: a gates op or a
-                               V4.1 pre / seam then runs its epilogue inside the projection's
-                               launch (one cooperative launch, grid-wide barrier), provided
-                               the GPU holds the whole grid at once; otherwise, and always
-                               for V4, a second kernel. Same bits either way.            */
     size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes; on
                                SMALL_T preceded by T * 4 * S completion-flag words (rounded
                                up to 256 bytes). The workspace may hold anything before the

@@ -42,7 +42,6 @@ DSV4_MHC_V4 = 1  # mhc.h
 DSV4_MHC_ROUTE_AUTO = 0  # mhc.h
 DSV4_MHC_ROUTE_SMALL_T = 1  # mhc.h
 DSV4_MHC_ROUTE_TENSOR_CORE = 2  # mhc.h
-DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED = 3  # mhc.h
 
 
 # ---- dsv4.h ----
@@ -344,7 +343,6 @@ class dsv4_mhc_plan_t(ctypes.Structure):
         ("tokens_per_cta", ctypes.c_int32),  # int32_t tokens_per_cta
         ("ctas", ctypes.c_int64),  # int64_t ctas
         ("unrounded_input", ctypes.c_int32),  # int32_t unrounded_input
-        ("fused_epilogue", ctypes.c_int32),  # int32_t fused_epilogue
         ("workspace_bytes", ctypes.c_size_t),  # size_t workspace_bytes
     ]
 

@@ -98,14 +98,17 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     }
 }
 
-/* One warp's gates of token t (GATES and DELAYED; the same operations and order as
- * mhc_epilogue_token): the S partials arrive in st (S x MHC_EPI_PITCH floats, 16-byte
- * aligned) by cp.async, all in flight without holding registers, and are summed in slice
- * order into raw (25 floats) by lanes 0..24. */
-static __device__ __forceinline__ void mhc_gate_warp(const mhc_pipe_t &p, int64_t t, float *st, float *raw) {
-    const int lane = threadIdx.x & 31;
-    const int64_t T = p.T;
+/* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
+ * the same operations and order as mhc_epilogue_token). `stage` is the split K2's dynamic
+ * shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S floats for the ss
+ * partials): the partials arrive by cp.async, all in flight without holding registers. */
+static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
+    __shared__ float s_raw[MHC_EPI_TPC][25];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t T = p.T, t = t0 + w;
     const int S = p.plan.splits;
+    if (t >= T) return; /* warp-uniform; no CTA barrier follows */
+    float *st = stage + w * S * MHC_EPI_PITCH;
     const float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24;
     for (int j = lane; j < 7 * S; j += 32) { /* per slice: raw[24] as 6 x 16 bytes, then sq */
         const int sl = j / 7, c = j % 7;
@@ -119,23 +122,13 @@ static __device__ __forceinline__ void mhc_gate_warp(const mhc_pipe_t &p, int64_
         float v = st[lane];
 #pragma unroll 8 /* shared loads in flight; the adds stay in slice order */
         for (int sl = 1; sl < S; ++sl) v = __fadd_rn(v, st[sl * MHC_EPI_PITCH + lane]);
-        raw[lane] = lane == 24 && p.sqrsum_in ? p.sqrsum_in[t] : v;
+        s_raw[w][lane] = lane == 24 && p.sqrsum_in ? p.sqrsum_in[t] : v;
     }
     __syncwarp();
-    mhc_gates_warp(raw, raw[24], (float)p.rms_numel, p.scale, p.base, p.gate.rms_eps, p.gate.pre_eps,
+    mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, p.scale, p.base, p.gate.rms_eps, p.gate.pre_eps,
                    p.gate.sinkhorn_eps, p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t,
                    p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
                    p.mix_out ? p.mix_out + 24 * t : nullptr, nullptr);
-}
-
-/* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w. `stage` is the
- * split K2's dynamic shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S
- * floats for the ss partials). */
-static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
-    __shared__ float s_raw[MHC_EPI_TPC][25];
-    const int w = threadIdx.x >> 5;
-    const int64_t t = t0 + w;
-    if (t < p.T) mhc_gate_warp(p, t, stage + w * p.plan.splits * MHC_EPI_PITCH, s_raw[w]);
 }
 
 /* Norm CTA of the split K2 (V4.1 with a norm weight): layer_input[t] = bf16((yb * rn) * w)
@@ -164,70 +157,6 @@ static __device__ __forceinline__ void mhc_norm_token(const mhc_pipe_t &p, int64
     const float rn = s_rn;
     mhc_norm_store(b, rn, li, nv, threadIdx.x, blockDim.x);
     mhc_norm_row(li, w, rn, li, nv, threadIdx.x + MHC_NORM_BATCH * blockDim.x, blockDim.x);
-}
-
-/* The epilogue run by the projection CTAs themselves (plan.fused_epilogue), after a
- * grid-wide barrier has made every slice's partials visible. CTA (block, split) takes
- * the block's tokens t0 + split + j * S (j = 0, 1, ...; at most 8 with S >= 8): warp j
- * evaluates token j's gates (mhc_gate_warp), and with a V4.1 norm weight the CTA's
- * 128-thread halves normalise its tokens' layer-input rows in place, each thread on the
- * channels mhc_norm_token gives thread `part` of 128. The norm's first rows are loaded
- * before the gates start and the next row before a row is stored, so the round trips
- * overlap the Sinkhorn chains and each other. ss is summed in slice order, as in K2.
- * smem: >= MHC_FUSED_SMEM_FLOATS(S) floats, 16-byte aligned (the free A tile). */
-#define MHC_FUSED_TOKENS(S) ((MHC_TC_BM + (S) - 1) / (S))
-#define MHC_FUSED_SMEM_FLOATS(S)                                                                                     \
-    (8 * 28 + 3 * MHC_TC_BM + (MHC_FUSED_TOKENS(S) < 8 ? MHC_FUSED_TOKENS(S) : 8) * (S) * MHC_EPI_PITCH)
-static __device__ __forceinline__ void mhc_fused_epilogue(const mhc_pipe_t &p, int64_t t0, int split, float *smem) {
-    const int tid = threadIdx.x, warp = tid >> 5, nw = blockDim.x >> 5;
-    const int64_t T = p.T;
-    const int S = p.plan.splits;
-    const int64_t rows = T - t0 < MHC_TC_BM ? T - t0 : MHC_TC_BM;
-    const int n = rows > split ? (int)((rows - split + S - 1) / S) : 0; /* this CTA's tokens */
-    float *s_raw = smem;                       /* [8][28]: a gate warp's summed partials  */
-    float *s_ss = smem + 8 * 28;               /* [n][S] ss partials: n * S < 2 * BM      */
-    float *s_rn = s_ss + 2 * MHC_TC_BM;        /* [n] inverse rms                          */
-    float *stage = s_rn + MHC_TC_BM;           /* [min(n, 8)][S][MHC_EPI_PITCH] gate staging */
-    const bool norm = p.epi == MHC_EPI_DELAYED && p.norm_w;
-    const int half = tid >> 7, part = tid & 127, nhalf = blockDim.x >> 7;
-    const int64_t nv = p.H / 8;
-    const uint4 *w = reinterpret_cast<const uint4 *>(p.norm_w);
-    mhc_norm_batch cur;
-    if (norm) {
-        const float *ws_ss = p.ws + S * T * 25;
-        for (int i = tid; i < n * S; i += blockDim.x)
-            s_ss[i] = __ldcg(ws_ss + (i % S) * T + t0 + split + (int64_t)(i / S) * S);
-        if (half < n)
-            mhc_norm_load<true>(reinterpret_cast<const uint4 *>(p.li + (t0 + split + (int64_t)half * S) * p.li_stride), w,
-                                nv, part, 128, cur);
-    }
-    __syncthreads();
-    if (norm && tid < n) {
-        float v = s_ss[tid * S];
-#pragma unroll 8
-        for (int sl = 1; sl < S; ++sl) v = __fadd_rn(v, s_ss[tid * S + sl]);
-        s_rn[tid] = mhc_inv_rms(v, (float)p.H, p.norm_eps);
-    }
-    for (int j = warp; j < n; j += nw)
-        mhc_gate_warp(p, t0 + split + (int64_t)j * S, stage + (warp % 8) * S * MHC_EPI_PITCH, s_raw + (warp % 8) * 28);
-    if (!norm) return;
-    __syncthreads(); /* s_rn */
-    for (int j = half; j < n; j += nhalf) {
-        uint4 *li = reinterpret_cast<uint4 *>(p.li + (t0 + split + (int64_t)j * S) * p.li_stride);
-        mhc_norm_batch next;
-        if (j + nhalf < n)
-            mhc_norm_load<true>(
-                reinterpret_cast<const uint4 *>(p.li + (t0 + split + (int64_t)(j + nhalf) * S) * p.li_stride), w, nv,
-                part, 128, next);
-        mhc_norm_store(cur, s_rn[j], li, nv, part, 128);
-        cur = next;
-    }
-    /* the rest of rows longer than one batch (H > 5120), apart: held next to a prefetched
-     * batch it spilled at the 128-register cap */
-    for (int j = half; j < n && part + MHC_NORM_BATCH * 128 < nv; j += nhalf) {
-        uint4 *li = reinterpret_cast<uint4 *>(p.li + (t0 + split + (int64_t)j * S) * p.li_stride);
-        mhc_norm_row<true>(li, w, s_rn[j], li, nv, part + MHC_NORM_BATCH * 128, 128);
-    }
 }
 
 #endif /* DSV4_MHC_EPILOGUE_CUH */

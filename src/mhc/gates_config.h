@@ -67,14 +67,6 @@
 #define MHC_TC_TARGET_CTAS 256
 #define MHC_TC_MAX_SPLIT 64
 
-/* Fused epilogue (spec 6.4 in the projection's launch; epilogue.cuh mhc_fused_epilogue):
- * with S >= this many slices a 64-token block leaves at most 8 tokens to each of its S
- * CTAs, one gate warp each, so the gates and the layer-input norm, run by the projection
- * CTAs after a grid-wide barrier, cost about one Sinkhorn chain plus a few row round
- * trips instead of a second launch. Fewer slices (T = 8192 at H = 5120: S = 2, 32
- * tokens per CTA) would serialise 4 Sinkhorn chains per warp: the epilogue kernel stays. */
-#define MHC_FUSED_MIN_SPLIT 8
-
 /* Per-token coefficients post[4] | comb[16] | pre_mix[4], rows padded to 16-byte vectors
  * (28 floats: conflict-free 16-byte row reads by the 4 threads of a token row). */
 #define MHC_TC_COEF_PITCH 28

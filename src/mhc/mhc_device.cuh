@@ -274,20 +274,17 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
  * stored: out may be yb (the tensor-core K2 normalises the layer input in place), and
  * with a store between two loads each load waited for the one before (v7: 7 dependent
  * DRAM round trips per thread at H = 5120). A struct, so that the K2 norm CTA can load
- * its first batch before it knows rn. 5 x 128 threads = 640 vectors: H = 5120 in one.
- * L2_ONLY: yb is read with ld.global.cg, for rows that other CTAs of the same launch
- * wrote (the fused epilogue), so that no line this SM's L1 may hold is used. */
+ * its first batch before it knows rn. 5 x 128 threads = 640 vectors: H = 5120 in one. */
 #define MHC_NORM_BATCH 5
 struct mhc_norm_batch {
     uint4 y[MHC_NORM_BATCH], w[MHC_NORM_BATCH];
 };
-template <bool L2_ONLY = false>
 static __device__ __forceinline__ void mhc_norm_load(const uint4 *yb, const uint4 *w, int64_t nv, int64_t v0,
                                                      int64_t step, mhc_norm_batch &b) {
 #pragma unroll
     for (int i = 0; i < MHC_NORM_BATCH; ++i) {
         const int64_t v = v0 + i * step;
-        if (v < nv) b.y[i] = L2_ONLY ? __ldcg(&yb[v]) : yb[v], b.w[i] = __ldg(&w[v]);
+        if (v < nv) b.y[i] = yb[v], b.w[i] = __ldg(&w[v]);
     }
 }
 static __device__ __forceinline__ void mhc_norm_store(const mhc_norm_batch &b, float rn, uint4 *out, int64_t nv,
@@ -304,12 +301,11 @@ static __device__ __forceinline__ void mhc_norm_store(const mhc_norm_batch &b, f
         dsv4_st_v4(out + v, mhc_pack8(o));
     }
 }
-template <bool L2_ONLY = false>
 static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4 *w, float rn, uint4 *out, int64_t nv,
                                                     int64_t first, int64_t step) {
     for (int64_t v0 = first; v0 < nv; v0 += MHC_NORM_BATCH * step) {
         mhc_norm_batch b;
-        mhc_norm_load<L2_ONLY>(yb, w, nv, v0, step, b);
+        mhc_norm_load(yb, w, nv, v0, step, b);
         mhc_norm_store(b, rn, out, nv, v0, step);
     }
 }

@@ -62,7 +62,6 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
     unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
-    int32_t fused;   /* tensor-core route: K1 runs the epilogue (cooperative launch)   */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */
@@ -114,8 +113,7 @@ dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* The tensor-core kernel addresses token rows as base + a 32-bit element offset: a tensor
  * whose last element lies past 2^32 - 1 is refused (DSV4_STATUS_UNSUPPORTED). */
 dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p);
-/* Checks the workspace against the plan, then enqueues K1 and, unless K1 ran the
- * epilogue itself (plan.fused_epilogue and the GPU holds K1's grid at once), K2. */
+/* Checks the workspace against the plan, then enqueues K1 and K2. */
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream);
 
 /* ---- CPU reference building blocks (gates_ref.c, collapse_ref.c) ----------------------- */
@@ -135,10 +133,7 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
 dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* Launches K1, fused with the epilogue (cooperatively) when p->plan.fused_epilogue, the
- * epilogue is not V4's and every CTA of the grid fits on the GPU at once; *fused says
- * whether it was. */
-dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream, int *fused);
+dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
                               int64_t ros, dsv4_stream_t stream);

@@ -2,8 +2,7 @@
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
  * pointer checks every variant has (and those pre and seam share for the collapse), the
  * tensor-core route's offset limit, and the launches on the caller's stream: the one
- * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2), or K1
- * alone when it runs the epilogue itself (fused).
+ * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
  */
 #include <stdint.h>
 
@@ -63,7 +62,6 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     DSV4_TRY(mhc_check_tc_offsets(op, p));
-    int fused = 0;
-    DSV4_TRY(mhc_launch_proj_tc(p, stream, &fused));
-    return fused ? DSV4_STATUS_SUCCESS : mhc_launch_epilogue(p, stream);
+    DSV4_TRY(mhc_launch_proj_tc(p, stream));
+    return mhc_launch_epilogue(p, stream);
 }

@@ -1,8 +1,7 @@
 /*
  * The projection planner: route (small-T CUDA-core or tensor-core), split count S and
  * geometry, as a pure function of (T, H, broadcast, requested route). Host only, so the
- * routing table of spec/mhc.md section 6.1 is tested without a GPU. Whether a fused
- * epilogue actually runs in one launch also depends on the GPU (mhc_launch_proj_tc).
+ * routing table of spec/mhc.md section 6.1 is tested without a GPU.
  */
 #include <string.h>
 
@@ -41,7 +40,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
                              "threads); hidden = %lld does not tile, use AUTO or TENSOR_CORE",
                              MHC_SMALL_THREADS, MHC_SMALL_TILE_N, MHC_SMALL_THREADS, MHC_SMALL_THREADS, (long long)H);
         use_small = 1;
-    } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE || route == DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED) {
+    } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE) {
         use_small = 0;
     } else {
         use_small = small_tiles(H) && T <= MHC_SMALL_T_MAX_TOKENS;
@@ -64,7 +63,6 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         pl->threads = MHC_TC_THREADS;
         pl->tokens_per_cta = MHC_TC_BM;
         pl->ctas = nblk * pl->splits;
-        pl->fused_epilogue = route != DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED && pl->splits >= MHC_FUSED_MIN_SPLIT;
     }
     size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
     pl->workspace_bytes = (bytes + 255) / 256 * 256;

@@ -40,12 +40,10 @@
  *   fn with fp32 accumulation in mma order, then adds the k-halves; the error is
  *   ~2^-18 of sum|A fn| from the split, well inside the 1e-5 tolerance.
  */
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "common/error.h"
 #include "common/launch.h"
-#include "mhc/epilogue.cuh"
 #include "mhc/gates_config.h"
 #include "mhc/mhc_device.cuh"
 #include "mhc/mhc_host.h"
@@ -59,12 +57,6 @@ constexpr int BM = MHC_TC_BM, KC = MHC_TC_KC, LDS = MHC_TC_LDS, NTHR = MHC_TC_TH
 constexpr int FN_F4 = 24 * KC / 4 / NTHR; /* float4 of the fn chunk per thread: 3 */
 static_assert(FN_F4 * 4 * NTHR == 24 * KC, "fn chunk must split evenly over the threads");
 static_assert(BM * 4 == NTHR, "one thread per (token row, 8-channel group)");
-/* The fused epilogue works in the free A tile, for every split count it can have. */
-constexpr bool fused_smem_fits(int S) {
-    return S > MHC_TC_MAX_SPLIT || (MHC_FUSED_SMEM_FLOATS(S) * 4 <= BM * LDS * 2 && fused_smem_fits(S + 1));
-}
-static_assert(fused_smem_fits(MHC_FUSED_MIN_SPLIT), "the fused epilogue's buffers must fit in the A tile");
-static_assert(NTHR % 128 == 0 && NTHR / 32 <= 8, "the fused epilogue's norm halves and gate warps");
 
 /* Mode bits of an instantiation: which optional outputs the producer makes. They are
  * uniform per call; as template arguments they leave the producer without per-channel
@@ -374,82 +366,40 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
             }
         }
     }
-    /* Fused epilogue (cooperative launch only): the barrier orders every CTA's partials and
-     * layer-input rows before any CTA reads them; the A tile is free again after it. */
-    if (p.fused) {
-        cooperative_groups::this_grid().sync();
-        mhc_fused_epilogue(p, (int64_t)blockIdx.x * BM, (int)split, reinterpret_cast<float *>(sA));
-    }
 }
 
-/* CTAs of this kernel the current GPU holds at once (0 on error), looked up once per
- * device: the fused epilogue's grid-wide barrier needs the whole grid resident, which the
- * cooperative launch also checks (and refuses). */
-static int resident_ctas(const void *kernel, int *cache, int ndev) {
-    int dev = 0, per_sm = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-    if (dev < ndev && cache[dev] > 0) return cache[dev];
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, NTHR, 0) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
-    if (dev < ndev) cache[dev] = per_sm * sms;
-    return per_sm * sms;
-}
-
-template <int PROD, int MODE> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s, int *fused) {
+template <int PROD, int MODE> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
     static const char *op = "mhc_proj_tc";
-    static int smem_cache, resident_cache[16];
-    const void *kernel = (const void *)mhc_proj_tc_kernel<PROD, MODE>;
-    DSV4_TRY(dsv4_launch_prepare(op, kernel, 0, &smem_cache));
+    static int smem_cache;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD, MODE>, 0, &smem_cache));
     dim3 grid((unsigned)((p->T + BM - 1) / BM), (unsigned)p->plan.splits);
-    mhc_pipe_t q = *p;
-    q.fused = p->plan.fused_epilogue && p->epi != MHC_EPI_IMMEDIATE &&
-              (int64_t)grid.x * grid.y <= resident_ctas(kernel, resident_cache, 16);
-    *fused = q.fused;
-    if (!q.fused) {
-        mhc_proj_tc_kernel<PROD, MODE><<<grid, MHC_TC_THREADS, 0, s>>>(q);
-        return dsv4_launch_status(op);
-    }
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative;
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(MHC_TC_THREADS);
-    cfg.stream = s;
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, mhc_proj_tc_kernel<PROD, MODE>, q);
-    if (e != cudaSuccess)
-        return dsv4_fail(DSV4_STATUS_CUDA_ERROR, op, "cooperative launch of %u x %u CTAs: %s", grid.x, grid.y,
-                         cudaGetErrorString(e));
+    mhc_proj_tc_kernel<PROD, MODE><<<grid, MHC_TC_THREADS, 0, s>>>(*p);
     return dsv4_launch_status(op);
 }
 
 /* The instantiations a call can need: collapse (with or without a pre-mix) or none, aux or
  * not; the broadcast embedding has no pre-mix (its collapse is the identity). */
-template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaStream_t s, int *f) {
+template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaStream_t s) {
     const int coll = p->collapse_k1 ? (PROD != MHC_PROD_BCAST && p->pre_mix ? TC_COLL | TC_PMIX : TC_COLL) : 0;
     switch (coll | (p->aux ? TC_AUX : 0)) {
-    case 0: return launch<PROD, 0>(p, s, f);
-    case TC_COLL: return launch<PROD, TC_COLL>(p, s, f);
-    case TC_AUX: return launch<PROD, TC_AUX>(p, s, f);
-    case TC_COLL | TC_AUX: return launch<PROD, TC_COLL | TC_AUX>(p, s, f);
-    case TC_COLL | TC_PMIX: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL : TC_COLL | TC_PMIX>(p, s, f);
-    default: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL | TC_AUX : TC_COLL | TC_PMIX | TC_AUX>(p, s, f);
+    case 0: return launch<PROD, 0>(p, s);
+    case TC_COLL: return launch<PROD, TC_COLL>(p, s);
+    case TC_AUX: return launch<PROD, TC_AUX>(p, s);
+    case TC_COLL | TC_AUX: return launch<PROD, TC_COLL | TC_AUX>(p, s);
+    case TC_COLL | TC_PMIX: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL : TC_COLL | TC_PMIX>(p, s);
+    default: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL | TC_AUX : TC_COLL | TC_PMIX | TC_AUX>(p, s);
     }
 }
 
-extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream, int *fused) {
+extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream) {
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t cw = p->prod == MHC_PROD_BCAST ? KC : KC / 4;
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
-    *fused = 0;
     switch (p->prod) {
-    case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s, fused);
-    case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s, fused);
-    default: return launch_mode<MHC_PROD_BCAST>(p, s, fused);
+    case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
+    case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);
+    default: return launch_mode<MHC_PROD_BCAST>(p, s);
     }
 }

@@ -64,8 +64,6 @@ double mt_check_gates(th_ctx_t *t, const char *what, int64_t n, const int64_t *i
                       const float *got_comb, const float *got_pre);
 
 /* Token ids to check: all when T <= 64, else 0, T-1 and 46 distinct random ones (sorted). */
-/* "small-T", "tensor-core" or "tensor-core+fused-epilogue" (plan.fused_epilogue). */
-const char *mt_route_name(const dsv4_mhc_plan_t *pl);
 int64_t mt_sample_tokens(th_rng_t *r, int64_t T, int64_t *ids /* >= 64 */);
 
 /* Rows of tokens ids[0..n) copied densely (row elements each, stride `stride`). */

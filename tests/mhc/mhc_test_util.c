@@ -341,8 +341,3 @@ void *mt_download(th_ctx_t *t, const th_buf_t *b, const char *what) {
     th_buf_guards_ok(t, b, what);
     return copy;
 }
-
-const char *mt_route_name(const dsv4_mhc_plan_t *pl) {
-    if (pl->route == DSV4_MHC_ROUTE_SMALL_T) return "small-T";
-    return pl->fused_epilogue ? "tensor-core+fused-epilogue" : "tensor-core";
-}

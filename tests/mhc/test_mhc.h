@@ -26,7 +26,6 @@ void test_pre_gpu(th_ctx_t *t);
 void test_seam_gpu(th_ctx_t *t);
 void test_seam_v4_gpu(th_ctx_t *t);
 void test_seam_routes_gpu(th_ctx_t *t);
-void test_seam_fused_gpu(th_ctx_t *t);
 void test_seam_gpu_large(th_ctx_t *t);
 void test_seam_graph_gpu(th_ctx_t *t);
 void test_bad_input_gpu(th_ctx_t *t);

@@ -82,7 +82,6 @@ static void bad_seam(th_ctx_t *t) {
     SEAM_DESC(hidden, 32768, DSV4_STATUS_INVALID_VALUE, "hidden");
     SEAM_DESC(variant, 7, DSV4_STATUS_INVALID_VALUE, "variant");
     SEAM_DESC(route, -1, DSV4_STATUS_INVALID_VALUE, "route");
-    SEAM_DESC(route, 4, DSV4_STATUS_INVALID_VALUE, "route");
     SEAM_DESC(gate.sinkhorn_iters, 0, DSV4_STATUS_INVALID_VALUE, "sinkhorn_iters");
     SEAM_DESC(gate.rms_eps, -1.0f, DSV4_STATUS_INVALID_VALUE, "rms_eps");
     SEAM_DESC(gate.pre_eps, NAN, DSV4_STATUS_INVALID_VALUE, "pre_eps");

@@ -65,7 +65,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(T, H, bc, route, &pl));
     snprintf(name, sizeof name, "pre %s T=%lld H=%lld broadcast=%d premix=%d route=%s", variant ? "V4" : "V4.1",
-             (long long)T, (long long)H, bc, premix, mt_route_name(&pl));
+             (long long)T, (long long)H, bc, premix, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core");
     const float eps = variant ? 1e-6f : 1e-20f;
     dsv4_mhc_pre_desc_t d = {T, H, variant, bc, route, mt_gate_params(variant), eps, 0, 0, 0, 0};
     size_t wsb = 0;
@@ -123,9 +123,6 @@ void test_pre_gpu(th_ctx_t *t) {
     gpu_pre_case(t, 5, 4096, DSV4_MHC_V4, 1, 0, 0);
     gpu_pre_case(t, 100, 5120, DSV4_MHC_V4, 1, 0, DSV4_MHC_ROUTE_SMALL_T);
     gpu_pre_case(t, 6, 5120, DSV4_MHC_V41, 1, 0, DSV4_MHC_ROUTE_TENSOR_CORE);
-    /* the epilogue kernel where the fused epilogue would run */
-    gpu_pre_case(t, 200, 7168, DSV4_MHC_V41, 0, 1, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED);
-    gpu_pre_case(t, 300, 5120, DSV4_MHC_V41, 1, 0, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED);
 }
 
 /* ---- gates ------------------------------------------------------------------------------------- */
@@ -149,7 +146,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     TH_OK(t, dsv4_mhc_plan(T, H, bc, route, &pl));
     char name[160];
     snprintf(name, sizeof name, "gates T=%lld H=%lld broadcast=%d route=%s%s sqrsum_given=%d", (long long)T,
-             (long long)H, bc, mt_route_name(&pl),
+             (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core",
              route ? " (forced)" : "", given_sq);
     dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), 0};
     size_t wsb = 0;
@@ -210,8 +207,6 @@ void test_gates_gpu(th_ctx_t *t) {
     gpu_gates_case(t, 6, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 0);
     gpu_gates_case(t, 20, 5120, 0, DSV4_MHC_ROUTE_SMALL_T, 0, 0);
     gpu_gates_case(t, 12, 1152, 0, 0, 0, 0); /* no small-T tiling: tensor-core */
-    gpu_gates_case(t, 512, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0, 0);
-    gpu_gates_case(t, 40, 7168, 1, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, 0, 0);
     gpu_gates_case(t, 3, 5120, 1, 0, 0, 0);
     gpu_gates_case(t, 40, 7168, 1, 0, 0, 0);
     gpu_gates_case(t, 7, 1152, 1, 0, 1, 0);

@@ -26,7 +26,6 @@ static const th_test_t tests[] = {
     {"mhc.gpu_seam_v41", test_seam_gpu, TH_GPU},
     {"mhc.gpu_seam_v4", test_seam_v4_gpu, TH_GPU},
     {"mhc.gpu_seam_routes", test_seam_routes_gpu, TH_GPU},
-    {"mhc.gpu_seam_fused", test_seam_fused_gpu, TH_GPU},
     {"mhc.gpu_seam_graph_capture", test_seam_graph_gpu, TH_GPU},
     {"mhc.gpu_bad_input_writes_nothing", test_bad_input_gpu, TH_GPU},
     {"mhc.gpu_post_large", test_post_gpu_large, TH_GPU},

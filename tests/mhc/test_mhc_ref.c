@@ -35,7 +35,6 @@ void test_plan_routing(th_ctx_t *t) {
                              "tokens_per_cta %lld", (long long)tpc);
                     TH_CHECK(t, pl.ctas == (T + tpc - 1) / tpc * 4 * pl.splits, "ctas %lld", (long long)pl.ctas);
                     flags = ((size_t)T * 4 * (size_t)pl.splits * 4 + 255) / 256 * 256; /* completion flags */
-                    TH_CHECK(t, !pl.fused_epilogue, "small-T route with fused_epilogue");
                 } else {
                     const int64_t nchunks = H / (bc ? 128 : 32), nblk = (T + 63) / 64;
                     TH_CHECK(t, pl.splits >= 1 && pl.splits <= 64 && nchunks % pl.splits == 0,
@@ -43,8 +42,6 @@ void test_plan_routing(th_ctx_t *t) {
                              (int)pl.splits, (long long)nchunks);
                     TH_CHECK(t, pl.ctas == nblk * pl.splits && pl.tokens_per_cta == 64 && pl.threads == 256,
                              "ctas %lld", (long long)pl.ctas);
-                    TH_CHECK(t, pl.fused_epilogue == (pl.splits >= 8), "T=%lld H=%lld: S=%d fused_epilogue %d",
-                             (long long)T, (long long)H, (int)pl.splits, (int)pl.fused_epilogue);
                     /* enough CTAs when a split count allows it */
                     if (nblk * 64 >= 256 && nchunks % 64 == 0)
                         TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
@@ -57,11 +54,7 @@ void test_plan_routing(th_ctx_t *t) {
     /* spot values documented in docs/mhc.md */
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(8192, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 2 && pl.ctas == 256 && !pl.fused_epilogue, "T=8192 H=5120: S=%d ctas=%lld fused %d",
-             (int)pl.splits, (long long)pl.ctas, (int)pl.fused_epilogue);
-    TH_OK(t, dsv4_mhc_plan(2048, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 8 && pl.fused_epilogue, "T=2048 H=5120: S=%d fused %d", (int)pl.splits,
-             (int)pl.fused_epilogue);
+    TH_CHECK(t, pl.splits == 2 && pl.ctas == 256, "T=8192 H=5120: S=%d ctas=%lld", (int)pl.splits, (long long)pl.ctas);
     TH_OK(t, dsv4_mhc_plan(512, 5120, 0, 0, &pl));
     TH_CHECK(t, pl.splits == 32 && pl.ctas == 256, "T=512 H=5120: S=%d", (int)pl.splits);
     TH_OK(t, dsv4_mhc_plan(12, 5120, 0, 0, &pl));
@@ -71,11 +64,7 @@ void test_plan_routing(th_ctx_t *t) {
     TH_OK(t, dsv4_mhc_plan(8192, 5120, 0, DSV4_MHC_ROUTE_SMALL_T, &pl));
     TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_SMALL_T, "forced small-T at T=8192");
     TH_OK(t, dsv4_mhc_plan(1, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE, &pl));
-    TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_TENSOR_CORE && pl.fused_epilogue, "forced tensor-core at T=1");
-    TH_OK(t, dsv4_mhc_plan(512, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE_UNFUSED, &pl));
-    TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_TENSOR_CORE && pl.splits == 32 && !pl.fused_epilogue,
-             "forced unfused tensor-core at T=512: route %d S=%d fused %d", (int)pl.route, (int)pl.splits,
-             (int)pl.fused_epilogue);
+    TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_TENSOR_CORE, "forced tensor-core at T=1");
     TH_EXPECT_STATUS(t, dsv4_mhc_plan(6, 1152, 0, DSV4_MHC_ROUTE_SMALL_T, &pl), DSV4_STATUS_UNSUPPORTED);
     TH_CHECK(t, strstr(dsv4_last_error(), "1152") != NULL, "message: %s", dsv4_last_error());
 }

@@ -56,7 +56,7 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
     char name[160];
     snprintf(name, sizeof name, "seam ref %s T=%lld H=%lld route=%s premix=%d norm=%d aux=%d strided=%d",
              variant ? "V4" : "V4.1", (long long)T, (long long)H,
-             mt_route_name(&pl), premix, norm, aux, strided);
+             pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", premix, norm, aux, strided);
     th_note(t, "%s", name);
 
     /* R_out is the standalone post, bit for bit */
