@@ -84,8 +84,9 @@
  *     which). The routes differ only in summation order; R_new is identical on both.
  *   TENSOR_CORE (auto for T >= 16, or when no geometry tiles H): mma.sync.m16n8k16 on the
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
- *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits),
- *     fp32 accumulation: tolerance 1e-5 as on the FMA route. In a seam, post, collapse,
+ *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits;
+ *     a small kernel writes the split into the workspace first), fp32 accumulation:
+ *     tolerance 1e-5 as on the FMA route. Blocks of 32 tokens, split-K over S slices. In a seam, post, collapse,
  *     sum of squares and projection run in one pass over the residual. It addresses
  *     token rows with 32-bit element offsets: a run call in which a token tensor's last
  *     element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168, dense) returns
@@ -148,9 +149,11 @@ typedef struct dsv4_mhc_plan {
                                 values (this build, both routes)                            */
     size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes; on
                                SMALL_T preceded by T * 4 * S completion-flag words (rounded
-                               up to 256 bytes). The workspace may hold anything before the
-                               first call except the word 0x7FC04D48 at a flag position;
-                               every call leaves its flags at 0 (graph-safe, no memset)  */
+                               up to 256 bytes), on TENSOR_CORE followed by fn's bf16 hi / lo
+                               split, 48 * K * 2 bytes (K = 4H, or H broadcast). The
+                               workspace may hold anything before the first call except the
+                               word 0x7FC04D48 at a flag position; every call leaves its
+                               flags at 0 (graph-safe, no memset)                          */
 } dsv4_mhc_plan_t;
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when

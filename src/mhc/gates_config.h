@@ -44,12 +44,17 @@
 #define MHC_SMALL_T_UNROUNDED 0
 
 /* ---- tensor-core kernel (spec 6.3) --------------------------------------------------- */
-#define MHC_TC_THREADS 256 /* 8 warps: 4 m-tiles of 16 tokens x 2 k-halves            */
+#define MHC_TC_THREADS 256 /* 8 warps: 2 m-tiles of 16 tokens x 4 k-quarters             */
 #define MHC_TC_MIN_CTAS 2  /* __launch_bounds__ minimum blocks per SM (<= 128 regs)  */
-#define MHC_TC_BM 64       /* tokens per CTA                                          */
-#define MHC_TC_KC 128      /* K elements per chunk: 4 streams x 32 channels, or 128
+#define MHC_TC_BM 32       /* tokens per CTA                                          */
+#define MHC_TC_TPR 8       /* threads per token row                                   */
+#define MHC_TC_KC 256      /* K elements per chunk: 4 streams x 64 channels (128-byte
+                              rows per stream, whole lines per warp access), or 128
                               channels of the broadcast embedding                     */
-#define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 272 B, ldmatrix conflict-free */
+#define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 528 B, ldmatrix conflict-free */
+/* Channels a chunk takes of each stream (64; 128 of e for the broadcast projection, whose
+ * chunk is KC / 2 columns): H % 128 == 0 (mhc_check_shape) makes both tile H. */
+#define MHC_TC_CHUNK_CHANNELS(bcast) ((bcast) ? MHC_TC_KC / 2 : MHC_TC_KC / 4)
 /* Chunks ahead of the register loads that the token inputs are prefetched into L2
  * (prefetch.global.L2). ncu on v6 (T = 8192 seam): 15 % of the stall samples waited on the
  * global loads of the next chunk, whose DRAM round trip the register prefetch of one chunk
@@ -59,23 +64,31 @@
 #ifndef MHC_TC_PREFETCH_CHUNKS
 #define MHC_TC_PREFETCH_CHUNKS 1
 #endif
-/* Split count: the smallest divisor S of the chunk count with ceil(T/64) * S >= this
+/* Split count: the smallest divisor S of the chunk count with ceil(T/32) * S >= this
  * many CTAs, else the largest divisor <= MHC_TC_MAX_SPLIT. Device-independent, so a
  * given (T, H) sums its partials in the same order on every GPU. 256 = one wave at 2
- * CTAs per SM on the 132-SM H200 (264 slots): 512 gave T = 512 320 CTAs, i.e. a second
- * wave of 56, for 4 chunks each; 256 gives 256 CTAs of 5 chunks (A100: 216 slots). */
+ * CTAs per SM on the 132-SM H200 (264 slots): with 64-token blocks 512 gave T = 512 320
+ * CTAs, i.e. a second wave of 56 (A100: 216 slots). */
 #define MHC_TC_TARGET_CTAS 256
 #define MHC_TC_MAX_SPLIT 64
+/* ... and at most this many chunks per CTA (a split count that reaches the CTA target with
+ * longer slices is skipped): a warp's mma chain accumulates 4 k-steps per chunk in the
+ * tensor cores' fp32, which does not round to nearest; at 80 chunks (T = 8192, S = 1) the
+ * seam's gates drifted to 1.3e-5 against the 1e-5 tolerance (session 8 run 8). */
+#define MHC_TC_MAX_CHUNKS_PER_CTA 40
 
 /* Per-token coefficients post[4] | comb[16] | pre_mix[4], rows padded to 16-byte vectors
  * (28 floats: conflict-free 16-byte row reads by the 4 threads of a token row). */
 #define MHC_TC_COEF_PITCH 28
 #define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * MHC_TC_COEF_PITCH * 4)
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
-/* The split-k reduction of the accumulators reuses the A tile: 4 m-tiles x 32 lanes x 12. */
-#if (4 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)
+/* The k-quarter reduction of the accumulators reuses the A tile: 3 quarters x 2 m-tiles x
+ * 32 lanes x 12. */
+#if (3 * 2 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)
 #error "mhc: the accumulator exchange does not fit in the A tile"
 #endif
+/* K0's hi / lo split of fn in the workspace (tensor-core route): [48][K] bf16 */
+#define MHC_WS_FN_HL_BYTES(K) ((size_t)48 * (size_t)(K) * 2)
 
 /* ---- epilogue (epilogue.cuh) --------------------------------------------------------------- */
 /* Tensor-core K2: gate CTAs of MHC_EPI_TPC tokens (a warp's gates and Sinkhorn each) and,
@@ -103,10 +116,11 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX
  * collapse row. */
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 1280 + 2 * MHC_MAX_HIDDEN, "mhc small-T kernel");
 
-/* Workspace: [flags][partials]. The partials are raw [S][T][24], sq [S][T], ss [S][T]
- * fp32. The small-T route puts one flag word per (token, n-tile, slice) in front of them
- * (T x 4 x S words, rounded up to 256 bytes; small_t_kernel.cu); the tensor-core route
- * has none. */
+/* Workspace: [flags][partials][fn hi/lo]. The partials are raw [S][T][24], sq [S][T],
+ * ss [S][T] fp32. The small-T route puts one flag word per (token, n-tile, slice) in front
+ * of them (T x 4 x S words, rounded up to 256 bytes; small_t_kernel.cu); the tensor-core
+ * route has none, and K0's bf16 hi / lo rows of fn after them (partials rounded up to 256
+ * bytes). */
 #define MHC_WS_FLAG_BYTES(small, T, S) ((small) ? ((size_t)(T) * 4 * (size_t)(S) * 4 + 255) / 256 * 256 : (size_t)0)
 
 #endif

@@ -62,6 +62,7 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
     unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
+    uint16_t *fn_hl; /* tensor-core route: K0's bf16 hi / lo rows of fn, [48][K]      */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */

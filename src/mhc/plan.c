@@ -13,14 +13,15 @@
  * per thread (spec 6.2). Same rule for the broadcast projection (K = H). */
 static int small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
 
-/* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and S <= MHC_TC_MAX_SPLIT,
- * else the largest divisor <= MHC_TC_MAX_SPLIT. */
+/* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and at most
+ * MHC_TC_MAX_CHUNKS_PER_CTA chunks per slice, S <= MHC_TC_MAX_SPLIT; else the largest
+ * divisor <= MHC_TC_MAX_SPLIT. */
 static int tc_splits(int64_t nchunks, int64_t nblk) {
     int best = 1;
     for (int s = 1; s <= MHC_TC_MAX_SPLIT && s <= nchunks; ++s) {
         if (nchunks % s) continue;
         best = s;
-        if (nblk * s >= MHC_TC_TARGET_CTAS) break;
+        if (nblk * s >= MHC_TC_TARGET_CTAS && nchunks / s <= MHC_TC_MAX_CHUNKS_PER_CTA) break;
     }
     return best;
 }
@@ -55,7 +56,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         pl->ctas = (T + tpc - 1) / tpc * (24 / MHC_SMALL_TILE_N) * pl->splits;
         pl->unrounded_input = MHC_SMALL_T_UNROUNDED;
     } else {
-        int64_t nchunks = H / (broadcast ? MHC_TC_KC : MHC_TC_KC / 4);
+        int64_t nchunks = H / MHC_TC_CHUNK_CHANNELS(broadcast);
         int64_t nblk = (T + MHC_TC_BM - 1) / MHC_TC_BM;
         pl->route = DSV4_MHC_ROUTE_TENSOR_CORE;
         pl->splits = tc_splits(nchunks, nblk);
@@ -66,6 +67,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     }
     size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
     pl->workspace_bytes = (bytes + 255) / 256 * 256;
+    if (pl->route == DSV4_MHC_ROUTE_TENSOR_CORE) pl->workspace_bytes += MHC_WS_FN_HL_BYTES(broadcast ? H : 4 * H);
     return DSV4_STATUS_SUCCESS;
 }
 

@@ -1,6 +1,6 @@
 /*
- * K1, tensor-core route (spec/mhc.md 6.3): one pass over the residual that produces the
- * bf16 rows the projection reads and runs the projection on them with mma.sync.
+ * K0 + K1, tensor-core route (spec/mhc.md 6.3): one pass over the residual that produces
+ * the bf16 rows the projection reads and runs the projection on them with mma.sync.
  *
  * Formula, per token t and slice `split` (chunks [split*cps, (split+1)*cps)):
  *   A[t][k] = bf16 value of flat column k:  R_new = bf16(post_channel(x, R)) (POST, also
@@ -11,33 +11,42 @@
  *   with collapse_k1: yb = bf16(collapse(A row, pre_mix)) stored as the un-normed layer
  *   input, ss_part[split][t] = sum yb^2; aux = bf16(stream mean of the A row).
  *
- * Grid (ceil(T / 64), S); 256 threads = 8 warps. A chunk is 128 K-columns: 32 channels of
- * each of the 4 streams (POST, RES) or 128 channels of e (BCAST).
- *   Producer: thread (row = tid / 4, grp = tid % 4) owns token row and 8 channels of each
- *   stream (32 channels of e): it loads 16-byte vectors, computes the post-apply with the
+ * K0 (mhc_fn_split_kernel) writes hi and lo of fn once per call into the workspace
+ * ([48][K] bf16, rows 0..23 hi, 24..47 lo), so K1 copies its B tiles with cp.async: no
+ * registers, no per-CTA conversion (session 8, v13).
+ *
+ * K1 grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64 channels
+ * of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
+ *   Producer: thread (row = tid / 8, grp = tid % 8) owns token row and 8 channels of each
+ *   stream (16 channels of e): it loads 16-byte vectors, computes the post-apply with the
  *   shared per-channel function (its token's post, comb and pre-mix come from shared
- *   memory, 64 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
- *   stores, and writes its bf16 A row segment to shared memory. The CTA's fn chunk
- *   (24 x 128 fp32) is read as 3 float4 per thread, split into hi/lo bf16 and stored N-major.
+ *   memory, 32 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
+ *   stores, and writes its bf16 A row segment to shared memory. The 8 threads of a row
+ *   cover 128 contiguous bytes of each stream, so every warp access is 4 whole 128-byte
+ *   lines. v12 (64 tokens x 32 channels per stream) touched 8 half lines per access: the
+ *   session 8 ablations measured its stores at ~30 of 101 us at T = 2048, two thirds of
+ *   it on the SM side, and emulating whole-line accesses gave -16 to -18 %.
  *   The optional outputs (collapse with or without a pre-mix, aux) are template mode bits
  *   (TC_COLL, TC_PMIX, TC_AUX), and addresses are 32-bit offsets from the tensor bases
  *   (tc_rows): v8 cut the seam's loop from ~750 to ~530 instructions per thread and chunk.
- *   MMA: warp w takes m-tile w % 4 (16 tokens) and k-steps 4*(w/4) .. +3 of the chunk;
- *   per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one ldmatrix.x4
- *   giving hi and lo fragments, two mma.m16n8k16 into the same fp32 accumulators.
- *   The two k-halves are added through shared memory at the end (half 0 + half 1).
+ *   MMA: warp w takes m-tile w % 2 (16 tokens) and k-quarter w / 2 of the chunk (4 k-steps;
+ *   BCAST 2); per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one
+ *   ldmatrix.x4 giving hi and lo fragments, two mma.m16n8k16 into the same fp32
+ *   accumulators. The four k-quarters are added through shared memory at the end, in
+ *   order 0 + 1 + 2 + 3.
  * Pipeline: the next chunk's token inputs are loaded into the same registers as soon as
- *   the producer has consumed this chunk's (RES, BCAST: in flight during the fn
- *   conversion, the barrier's wait and this chunk's mma) or once the tiles are published
- *   (POST: after the barrier, in flight during the mma), the next fn values after the
- *   barrier; the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS further on are prefetched
- *   into L2 at that point (tc_prefetch); other resident CTAs (2 per SM at <= 128 registers)
- *   cover the rest of the latency.
- *   Shared memory: A 64 x 136 bf16 (17,408 B) + B 2 x 24 x 136 bf16 (13,056 B), 272-byte
- *   pitch (ldmatrix conflict-free), + per-token coefficients 64 x 28 fp32 (7,168 B).
+ *   the producer has consumed this chunk's (RES, BCAST: in flight during the barrier's
+ *   wait and this chunk's mma) or once the tiles are published (POST: after the barrier,
+ *   in flight during the mma); the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS
+ *   further on are prefetched into L2 at that point (tc_prefetch); the next B tile is
+ *   copied by cp.async once the mma is done with this one and waited for before the
+ *   next barrier, behind the next producer. Other resident CTAs (2 per SM at <= 128
+ *   registers) cover the rest of the latency.
+ *   Shared memory: A 32 x 264 bf16 (16,896 B) + B 48 x 264 bf16 (25,344 B), 528-byte
+ *   pitch (ldmatrix conflict-free), + per-token coefficients 32 x 28 fp32 (3,584 B).
  * Numerics: post / collapse / aux are the shared functions (bit-exact with the standalone
  *   ops). The projection multiplies exact bf16 residual values by a two-term bf16 split of
- *   fn with fp32 accumulation in mma order, then adds the k-halves; the error is
+ *   fn with fp32 accumulation in mma order, then adds the k-quarters; the error is
  *   ~2^-18 of sum|A fn| from the split, well inside the 1e-5 tolerance.
  */
 #include <cuda_runtime.h>
@@ -53,10 +62,9 @@
 
 namespace {
 
-constexpr int BM = MHC_TC_BM, KC = MHC_TC_KC, LDS = MHC_TC_LDS, NTHR = MHC_TC_THREADS;
-constexpr int FN_F4 = 24 * KC / 4 / NTHR; /* float4 of the fn chunk per thread: 3 */
-static_assert(FN_F4 * 4 * NTHR == 24 * KC, "fn chunk must split evenly over the threads");
-static_assert(BM * 4 == NTHR, "one thread per (token row, 8-channel group)");
+constexpr int BM = MHC_TC_BM, KC = MHC_TC_KC, LDS = MHC_TC_LDS, NTHR = MHC_TC_THREADS, TPR = MHC_TC_TPR;
+static_assert(BM * TPR == NTHR, "one thread per (token row, channel group)");
+static_assert(BM == 32 && NTHR == 256, "the mma split: 8 warps = 2 m-tiles x 4 k-quarters");
 
 /* Mode bits of an instantiation: which optional outputs the producer makes. They are
  * uniform per call; as template arguments they leave the producer without per-channel
@@ -64,14 +72,23 @@ static_assert(BM * 4 == NTHR, "one thread per (token row, 8-channel group)");
  * re-read from shared memory around every branch, 52 LDS and 21 branches per chunk). */
 enum { TC_COLL = 1, TC_PMIX = 2, TC_AUX = 4 };
 
-/* One chunk's global loads of one thread. */
-struct tc_in {
-    uint4 v[5];        /* POST: x, R0..R3 | RES: R0..R3 | BCAST: e, 4 x 8 channels */
-    float4 f[FN_F4];   /* fn values */
-};
-
 template <int PROD> struct tc_geom {
-    static constexpr int CW = PROD == MHC_PROD_BCAST ? KC : KC / 4; /* channels per chunk */
+    /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk,
+     * 16-byte token-input vectors per thread, and the thread's first channel */
+    static constexpr int CW = MHC_TC_CHUNK_CHANNELS(PROD == MHC_PROD_BCAST);
+    static constexpr int NCOL = PROD == MHC_PROD_BCAST ? CW : 4 * CW;
+    static constexpr int NV = PROD == MHC_PROD_POST ? 5 : (PROD == MHC_PROD_RES ? 4 : 2);
+    static constexpr int NA = PROD == MHC_PROD_BCAST ? 2 : 4; /* A-row vectors per thread */
+    static constexpr int CG = CW / TPR;                        /* channels per thread   */
+    static constexpr int KSTEPS = NCOL / 16 / 4;               /* per warp (k-quarter)  */
+    static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;      /* 16-byte B copies / thread */
+};
+static_assert(tc_geom<MHC_PROD_POST>::B_PIECES * NTHR * 8 == 48 * KC, "B tile copies must split evenly");
+static_assert(tc_geom<MHC_PROD_BCAST>::B_PIECES * NTHR * 8 == 48 * KC / 2, "B tile copies must split evenly");
+
+/* One chunk's token inputs of one thread: POST x, R0..R3 | RES R0..R3 | BCAST 2 x 8 channels of e */
+struct tc_in {
+    uint4 v[5];
 };
 
 /* Addressing: every token-row address is the tensor's base pointer plus a 32-bit element
@@ -85,14 +102,12 @@ struct tc_rows {
     uint32_t ox, orr, oout, oli, oaux;
 };
 
-template <int PROD> constexpr int tc_nvec = PROD == MHC_PROD_POST ? 5 : 4;
-/* Whether the next chunk's token inputs are loaded before the fn conversion and the first
- * barrier (v12) or after it (v10): same-run H200 A/B in docs/mhc.md (session 4, run 10). */
+/* Whether the next chunk's token inputs are loaded right after the producer (v12) or after
+ * the barrier (v10): same-run H200 A/B in docs/mhc.md (session 4, run 10). */
 template <int PROD> constexpr bool TC_EARLY_INPUTS = PROD != MHC_PROD_POST;
 
-/* Address of the thread's 16-byte token-input
- * vector v of a chunk (POST: x, R0..R3 | RES: R0..R3 | BCAST: 4 x 8 channels of e): the one
- * place tc_load and tc_prefetch take their addresses from. */
+/* Address of the thread's 16-byte token-input vector v of a chunk: the one place tc_load
+ * and tc_prefetch take their addresses from. */
 template <int PROD>
 __device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, const tc_rows &r, int chunk, int v) {
     const uint32_t c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
@@ -101,23 +116,10 @@ __device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, const
     return p.res + (r.orr + c0 + (uint32_t)v * (uint32_t)p.H);
 }
 
-/* want_v: the token inputs; want_f: the fn values (issued separately: see the loop). */
-template <int PROD>
-__device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, int tid, bool want_v,
-                                        bool want_f, tc_in &in) {
-    const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
+template <int PROD> __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, tc_in &in) {
 #pragma unroll
-    for (int v = 0; v < tc_nvec<PROD> && want_v; ++v)
+    for (int v = 0; v < tc_geom<PROD>::NV; ++v)
         in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, r, chunk, v)));
-    if (!want_f) return;
-    /* fn [24][K] has < 2^32 elements (K <= 4 * MHC_MAX_HIDDEN): 32-bit offsets */
-    const uint32_t K = PROD == MHC_PROD_BCAST ? (uint32_t)H : 4 * (uint32_t)H;
-#pragma unroll
-    for (int j = 0; j < FN_F4; ++j) {
-        const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
-        const uint32_t off = PROD == MHC_PROD_BCAST ? n * K + c0 + k : n * K + (k / 32) * (uint32_t)H + c0 + (k % 32);
-        in.f[j] = __ldg(reinterpret_cast<const float4 *>(p.fn + off));
-    }
 }
 
 /* L2 prefetch of the token inputs tc_load will read for `chunk` (one per 16-byte load of
@@ -126,22 +128,26 @@ __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, i
 template <int PROD>
 __device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, const tc_rows &r, int chunk) {
 #pragma unroll
-    for (int v = 0; v < tc_nvec<PROD>; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, r, chunk, v));
+    for (int v = 0; v < tc_geom<PROD>::NV; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, r, chunk, v));
 }
 
-/* fn chunk -> hi/lo bf16 tiles, N-major (row n holds the chunk's 128 K values). */
-__device__ __forceinline__ void tc_store_b(const tc_in &in, int tid, uint16_t *sB) {
+/* The chunk's B tile by cp.async from K0's hi/lo rows (p.fn_hl, [48][K] bf16): row n of sB
+ * holds the chunk's columns in A order, stream-major (POST, RES: column 64 s + j is K index
+ * s * H + 64 * chunk + j) or e's channels (BCAST). A thread copies one 16-byte column
+ * piece of rows n0, n0 + NTHR / PR, ... (PR pieces per row divide NTHR); 32-bit offsets
+ * from one base keep the loop-invariant state to two registers. One commit group. */
+template <int PROD> __device__ __forceinline__ void tc_copy_b(const mhc_pipe_t &p, int chunk, int tid, uint16_t *sB) {
+    using G = tc_geom<PROD>;
+    constexpr int PR = G::NCOL / 8, RSTEP = NTHR / PR;
+    static_assert(NTHR % PR == 0, "a thread's B pieces share one column");
+    const uint32_t H = (uint32_t)p.H, K = PROD == MHC_PROD_BCAST ? H : 4 * H;
+    const int n0 = tid / PR, col = 8 * (tid % PR);
+    const uint32_t k = (uint32_t)chunk * G::CW + (PROD == MHC_PROD_BCAST ? col : (col / G::CW) * H + col % G::CW);
+    const uint32_t off = (uint32_t)n0 * K + k; /* 48 K < 2^32 */
 #pragma unroll
-    for (int j = 0; j < FN_F4; ++j) {
-        const int e = 4 * (tid + NTHR * j), n = e / KC, k = e % KC;
-        const float4 f = in.f[j];
-        const uint32_t h01 = mhc_pack2(f.x, f.y), h23 = mhc_pack2(f.z, f.w);
-        /* fn - hi is exact in fp32 */
-        const uint32_t l01 = mhc_pack2(__fsub_rn(f.x, mhc_bf16_lo(h01)), __fsub_rn(f.y, mhc_bf16_hi(h01)));
-        const uint32_t l23 = mhc_pack2(__fsub_rn(f.z, mhc_bf16_lo(h23)), __fsub_rn(f.w, mhc_bf16_hi(h23)));
-        *reinterpret_cast<uint2 *>(sB + n * LDS + k) = make_uint2(h01, h23);
-        *reinterpret_cast<uint2 *>(sB + (24 + n) * LDS + k) = make_uint2(l01, l23);
-    }
+    for (int j = 0; j < G::B_PIECES; ++j)
+        dsv4_cp_async_16(sB + (n0 + RSTEP * j) * LDS + col, p.fn_hl + (off + (uint32_t)(RSTEP * j) * K));
+    dsv4_cp_async_commit();
 }
 
 /* Builds this thread's A row segment (bf16) from the loaded inputs, stores the op's
@@ -155,10 +161,10 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r
     const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
     uint4 av[4];
     if (PROD == MHC_PROD_BCAST) {
-        /* 32 channels of e: 4 stream copies, identity collapse, aux = e */
+        /* 16 channels of e: 4 stream copies, identity collapse, aux = e */
         uint16_t *ot = p.res_out ? p.res_out + (r.oout + c0) : nullptr;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < tc_geom<PROD>::NA; ++q) {
             av[q] = in.v[q];
             if (ot && valid) /* the gates op projects e without the copy */
 #pragma unroll
@@ -234,20 +240,21 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r
             if (COLL) dsv4_st_v4(p.li + (r.oli + c0), yw[0], yw[1], yw[2], yw[3]);
         }
     }
-    /* A row segment: streams at column s*32 (POST, RES), or 32 channels at 32*grp (BCAST) */
+    /* A row segment: streams at column s * 64 (POST, RES), or 16 channels at 16 * grp (BCAST) */
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const int col = PROD == MHC_PROD_BCAST ? 32 * grp + 8 * q : 32 * q + 8 * grp;
+    for (int q = 0; q < tc_geom<PROD>::NA; ++q) {
+        const int col = PROD == MHC_PROD_BCAST ? tc_geom<PROD>::CG * grp + 8 * q : tc_geom<PROD>::CW * q + 8 * grp;
         *reinterpret_cast<uint4 *>(sArow + col) = av[q];
     }
 }
 
-/* This warp's 4 k-steps of the chunk: m-tile mt, k-half kh. */
-__device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kh, int lane,
+/* This warp's k-steps of the chunk: m-tile mt, k-quarter kq. */
+template <int PROD>
+__device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kq, int lane,
                                        float acc[3][4]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-        const int k0 = (kh * 4 + kk) * 16;
+    for (int kk = 0; kk < tc_geom<PROD>::KSTEPS; ++kk) {
+        const int k0 = (kq * tc_geom<PROD>::KSTEPS + kk) * 16;
         uint32_t a[4];
         dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + k0 + (lane >> 4) * 8);
 #pragma unroll
@@ -263,19 +270,35 @@ __device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, i
 
 } // namespace
 
+/* K0: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn), lo = bf16(fn - hi), the
+ * difference exact in fp32), four values per thread. */
+__global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl,
+                                                            uint32_t K) {
+    const uint32_t i = 4 * (blockIdx.x * blockDim.x + threadIdx.x); /* 24 K < 2^32 */
+    if (i >= 24 * K) return;
+    const float4 f = __ldg(reinterpret_cast<const float4 *>(fn + i));
+    const uint32_t h01 = mhc_pack2(f.x, f.y), h23 = mhc_pack2(f.z, f.w);
+    const uint32_t l01 = mhc_pack2(__fsub_rn(f.x, mhc_bf16_lo(h01)), __fsub_rn(f.y, mhc_bf16_hi(h01)));
+    const uint32_t l23 = mhc_pack2(__fsub_rn(f.z, mhc_bf16_lo(h23)), __fsub_rn(f.w, mhc_bf16_hi(h23)));
+    const uint32_t n = i / K, k = i % K; /* K % 4 == 0: the 4 values share a row */
+    dsv4_st_v2(hl + n * K + k, h01, h23);
+    dsv4_st_v2(hl + (24 + n) * K + k, l01, l23);
+}
+
 template <int PROD, int MODE>
 __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_kernel(const mhc_pipe_t p) {
+    using G = tc_geom<PROD>;
     __shared__ __align__(16) uint16_t sA[BM * LDS];
-    __shared__ __align__(16) uint16_t sB[2 * 24 * LDS];
+    __shared__ __align__(16) uint16_t sB[48 * LDS];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int row = tid >> 2, grp = tid & 3;
+    const int row = tid / TPR, grp = tid % TPR;
     const int64_t T = p.T, H = p.H, S = p.plan.splits;
     const int64_t t = (int64_t)blockIdx.x * BM + row;
     const bool valid = t < T;
     tc_rows rw;
     {
         const uint32_t tr = (uint32_t)(valid ? t : T - 1);
-        const uint32_t cg = PROD == MHC_PROD_BCAST ? 32 * grp : 8 * grp;
+        const uint32_t cg = G::CG * grp;
         rw.ox = tr * (uint32_t)p.x_stride + cg;
         rw.orr = tr * (uint32_t)p.res_stride + cg;
         rw.oout = tr * (uint32_t)p.res_out_stride + cg;
@@ -284,6 +307,20 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     }
     const int64_t split = blockIdx.y;
     constexpr bool COLL = MODE & TC_COLL, PMIX = (MODE & TC_PMIX) != 0;
+
+    /* chunk indices fit in 32 bits (H <= MHC_MAX_HIDDEN); int keeps the loop in one register */
+    const int nchunks = (int)(H / G::CW), cps = nchunks / (int)S;
+    const int c_begin = (int)split * cps;
+    /* The i-th chunk of this CTA. Token blocks start their slice at different chunks
+     * (rotation by blockIdx.x), so that CTAs of the same slice do not read the same B rows
+     * of fn at the same time: without it, session 8 run 9 measured the gates op 188 us
+     * instead of 176 and the seam at T = 8192 350 instead of 340. */
+    const int rot = (int)(blockIdx.x % (unsigned)cps);
+    auto chunk_at = [&](int i) {
+        const int j = i + rot;
+        return c_begin + (j >= cps ? j - cps : j);
+    };
+    tc_copy_b<PROD>(p, chunk_at(0), tid, sB);
 
     /* per token row: post[4], comb[16], pre_mix[4] */
     __shared__ __align__(16) float s_coef[BM][MHC_TC_COEF_PITCH];
@@ -301,10 +338,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     const float *coef = s_coef[row];
     __syncthreads();
 
-    /* chunk indices fit in 32 bits (H <= MHC_MAX_HIDDEN); int keeps the loop in one register */
-    const int nchunks = (int)(H / tc_geom<PROD>::CW), cps = nchunks / (int)S;
-    const int c_begin = (int)split * cps, c_end = c_begin + cps;
-    const int mt = warp & 3, kh = warp >> 2;
+    const int mt = warp & 1, kq = warp >> 1;
     float acc[3][4];
 #pragma unroll
     for (int nt = 0; nt < 3; ++nt)
@@ -313,45 +347,48 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     float sq = 0.0f, ss = 0.0f;
 
     tc_in in;
-    tc_load<PROD>(p, rw, c_begin, tid, true, true, in);
+    tc_load<PROD>(p, rw, chunk_at(0), in);
     for (int d = 1; d <= MHC_TC_PREFETCH_CHUNKS; ++d)
-        if (c_begin + d < c_end) tc_prefetch<PROD>(p, rw, c_begin + d);
-    for (int c = c_begin; c < c_end; ++c) {
-        const bool more = c + 1 < c_end;
+        if (d < cps) tc_prefetch<PROD>(p, rw, chunk_at(d));
+    for (int i = 0; i < cps; ++i) {
+        const bool more = i + 1 < cps;
+        const int c = chunk_at(i);
         tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
         /* RES, BCAST: the producer is done with this chunk's inputs, so the next chunk's leave
-         * now and their round trip also covers the fn conversion and the barrier's wait
-         * (gates op -9 %); POST (the seams) measured 3 % slower that way and loads after it */
-        if (TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, c + 1, tid, true, false, in);
-        tc_store_b(in, tid, sB);
+         * now and their round trip also covers the barrier's wait (gates op -9 %); POST (the
+         * seams) measured 3 % slower that way and loads after it */
+        if (TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
+        dsv4_cp_async_wait<0>(); /* this chunk's B tile */
         __syncthreads();
-        if (more) tc_load<PROD>(p, rw, c + 1, tid, !TC_EARLY_INPUTS<PROD>, true, in);
-        if (c + 1 + MHC_TC_PREFETCH_CHUNKS < c_end) tc_prefetch<PROD>(p, rw, c + 1 + MHC_TC_PREFETCH_CHUNKS);
-        tc_mma(sA, sB, mt, kh, lane, acc);
+        if (!TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
+        if (i + 1 + MHC_TC_PREFETCH_CHUNKS < cps) tc_prefetch<PROD>(p, rw, chunk_at(i + 1 + MHC_TC_PREFETCH_CHUNKS));
+        tc_mma<PROD>(sA, sB, mt, kq, lane, acc);
         __syncthreads();
+        if (more) tc_copy_b<PROD>(p, chunk_at(i + 1), tid, sB);
     }
 
-    /* sq, ss: the 4 threads of a token row are adjacent lanes */
-    sq = __fadd_rn(sq, __shfl_xor_sync(MHC_FULL_MASK, sq, 1));
-    sq = __fadd_rn(sq, __shfl_xor_sync(MHC_FULL_MASK, sq, 2));
-    ss = __fadd_rn(ss, __shfl_xor_sync(MHC_FULL_MASK, ss, 1));
-    ss = __fadd_rn(ss, __shfl_xor_sync(MHC_FULL_MASK, ss, 2));
+    /* sq, ss: the TPR threads of a token row are adjacent lanes */
+#pragma unroll
+    for (int o = 1; o < TPR; o <<= 1) {
+        sq = __fadd_rn(sq, __shfl_xor_sync(MHC_FULL_MASK, sq, o));
+        ss = __fadd_rn(ss, __shfl_xor_sync(MHC_FULL_MASK, ss, o));
+    }
     float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24, *ws_ss = ws_sq + S * T;
     if (valid && grp == 0) {
         ws_sq[split * T + t] = sq;
         if (COLL) ws_ss[split * T + t] = ss;
     }
 
-    /* k-half 1 hands its accumulators to k-half 0 through the (now free) A tile */
+    /* k-quarters 1..3 hand their accumulators to k-quarter 0 through the (now free) A tile */
     float *xch = reinterpret_cast<float *>(sA);
-    if (kh == 1) {
+    if (kq > 0) {
 #pragma unroll
         for (int nt = 0; nt < 3; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) xch[(mt * 32 + lane) * 12 + nt * 4 + i] = acc[nt][i];
+            for (int i = 0; i < 4; ++i) xch[(((kq - 1) * 2 + mt) * 32 + lane) * 12 + nt * 4 + i] = acc[nt][i];
     }
     __syncthreads();
-    if (kh == 0) {
+    if (kq == 0) {
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -360,9 +397,15 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
             float *dst = ws_raw + (split * T + tr) * 24 + 2 * tq;
 #pragma unroll
             for (int nt = 0; nt < 3; ++nt) {
-                const float v0 = __fadd_rn(acc[nt][2 * half], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half]);
-                const float v1 = __fadd_rn(acc[nt][2 * half + 1], xch[(mt * 32 + lane) * 12 + nt * 4 + 2 * half + 1]);
-                *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(v0, v1);
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int i = nt * 4 + 2 * half + e;
+                    v[e] = acc[nt][2 * half + e];
+#pragma unroll
+                    for (int q = 0; q < 3; ++q) v[e] = __fadd_rn(v[e], xch[((q * 2 + mt) * 32 + lane) * 12 + i]);
+                }
+                *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(v[0], v[1]);
             }
         }
     }
@@ -393,10 +436,18 @@ template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaSt
 
 extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    const int64_t cw = p->prod == MHC_PROD_BCAST ? KC : KC / 4;
+    const int64_t cw = MHC_TC_CHUNK_CHANNELS(p->prod == MHC_PROD_BCAST);
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
+    {
+        static const char *op = "mhc_fn_split";
+        static int smem_cache;
+        const uint32_t K = (uint32_t)(p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H);
+        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
+        mhc_fn_split_kernel<<<(24 * K / 4 + 255) / 256, 256, 0, s>>>(p->fn, p->fn_hl, K);
+        DSV4_TRY(dsv4_launch_status(op));
+    }
     switch (p->prod) {
     case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
     case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);

@@ -36,27 +36,38 @@ void test_plan_routing(th_ctx_t *t) {
                     TH_CHECK(t, pl.ctas == (T + tpc - 1) / tpc * 4 * pl.splits, "ctas %lld", (long long)pl.ctas);
                     flags = ((size_t)T * 4 * (size_t)pl.splits * 4 + 255) / 256 * 256; /* completion flags */
                 } else {
-                    const int64_t nchunks = H / (bc ? 128 : 32), nblk = (T + 63) / 64;
+                    const int64_t nchunks = H / (bc ? 128 : 64), nblk = (T + 31) / 32;
                     TH_CHECK(t, pl.splits >= 1 && pl.splits <= 64 && nchunks % pl.splits == 0,
                              "T=%lld H=%lld bcast=%d: %d splits for %lld chunks", (long long)T, (long long)H, bc,
                              (int)pl.splits, (long long)nchunks);
-                    TH_CHECK(t, pl.ctas == nblk * pl.splits && pl.tokens_per_cta == 64 && pl.threads == 256,
+                    TH_CHECK(t, pl.ctas == nblk * pl.splits && pl.tokens_per_cta == 32 && pl.threads == 256,
                              "ctas %lld", (long long)pl.ctas);
+                    /* the mma chain cap (gates_config.h): every tested H has a divisor that meets it */
+                    TH_CHECK(t, nchunks / pl.splits <= 40, "T=%lld H=%lld bcast=%d: %lld chunks per CTA",
+                             (long long)T, (long long)H, bc, (long long)(nchunks / pl.splits));
                     /* enough CTAs when a split count allows it */
                     if (nblk * 64 >= 256 && nchunks % 64 == 0)
                         TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
                                  (long long)H, (long long)(nblk * pl.splits));
                 }
-                const size_t ws = flags + (size_t)pl.splits * (size_t)T * 26 * 4;
+                size_t ws = flags + (size_t)pl.splits * (size_t)T * 26 * 4;
+                size_t hl = 0; /* tensor-core route: fn's bf16 hi / lo rows, [48][K], after the partials */
+                if (pl.route == DSV4_MHC_ROUTE_TENSOR_CORE) {
+                    hl = (size_t)48 * (size_t)(bc ? H : 4 * H) * 2;
+                    ws = (ws + 255) / 256 * 256 + hl;
+                }
                 TH_CHECK(t, pl.workspace_bytes >= ws && pl.workspace_bytes < ws + 256, "workspace %zu for %zu",
                          pl.workspace_bytes, ws);
             }
     /* spot values documented in docs/mhc.md */
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(8192, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 2 && pl.ctas == 256, "T=8192 H=5120: S=%d ctas=%lld", (int)pl.splits, (long long)pl.ctas);
+    /* 80 chunks: S = 1 would give 256 CTAs of 80 chunks, above MHC_TC_MAX_CHUNKS_PER_CTA */
+    TH_CHECK(t, pl.splits == 2 && pl.ctas == 512, "T=8192 H=5120: S=%d ctas=%lld", (int)pl.splits, (long long)pl.ctas);
+    TH_OK(t, dsv4_mhc_plan(2048, 5120, 0, 0, &pl));
+    TH_CHECK(t, pl.splits == 4 && pl.ctas == 256, "T=2048 H=5120: S=%d", (int)pl.splits);
     TH_OK(t, dsv4_mhc_plan(512, 5120, 0, 0, &pl));
-    TH_CHECK(t, pl.splits == 32 && pl.ctas == 256, "T=512 H=5120: S=%d", (int)pl.splits);
+    TH_CHECK(t, pl.splits == 16 && pl.ctas == 256, "T=512 H=5120: S=%d", (int)pl.splits);
     TH_OK(t, dsv4_mhc_plan(12, 5120, 0, 0, &pl));
     TH_CHECK(t, pl.splits == 20 && pl.tokens_per_cta == 4 && pl.ctas == 240, "T=12: S=%d tpc %d ctas %lld",
              (int)pl.splits, (int)pl.tokens_per_cta, (long long)pl.ctas);
