@@ -74,7 +74,8 @@ enum { TC_COLL = 1, TC_PMIX = 2, TC_AUX = 4 };
 
 template <int PROD> struct tc_geom {
     /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk,
-     * 16-byte token-input vectors per thread, and the thread's first channel */
+     * 16-byte token-input vectors per thread, A-row vectors per thread, channels per
+     * thread, k-steps per warp, 16-byte B-tile copies per thread */
     static constexpr int CW = MHC_TC_CHUNK_CHANNELS(PROD == MHC_PROD_BCAST);
     static constexpr int NCOL = PROD == MHC_PROD_BCAST ? CW : 4 * CW;
     static constexpr int NV = PROD == MHC_PROD_POST ? 5 : (PROD == MHC_PROD_RES ? 4 : 2);
