@@ -78,7 +78,7 @@
 #define MHC_TC_MAX_CHUNKS_PER_CTA 40
 
 /* Per-token coefficients post[4] | comb[16] | pre_mix[4], rows padded to 16-byte vectors
- * (28 floats: conflict-free 16-byte row reads by the 4 threads of a token row). */
+ * (28 floats: 16-byte row reads, the same row for the 8 threads of a token row). */
 #define MHC_TC_COEF_PITCH 28
 #define MHC_TC_SMEM_BYTES ((MHC_TC_BM + 2 * 24) * MHC_TC_LDS * 2 + MHC_TC_BM * MHC_TC_COEF_PITCH * 4)
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
