@@ -86,8 +86,9 @@
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits;
  *     a small kernel writes the split into the workspace first), fp32 accumulation:
- *     tolerance 1e-5 as on the FMA route. Blocks of 32 tokens, split-K over S slices. In a seam, post, collapse,
- *     sum of squares and projection run in one pass over the residual. It addresses
+ *     tolerance 1e-5 as on the FMA route. Blocks of 32 tokens, split-K over S slices.
+ *     In a seam, post, collapse, sum of squares and projection run in one pass over the
+ *     residual. It addresses
  *     token rows with 32-bit element offsets: a run call in which a token tensor's last
  *     element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168, dense) returns
  *     DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.

@@ -109,6 +109,9 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
                                dsv4_mhc_plan_t *plan);
 /* Bytes of completion flags in front of the partials in the workspace. */
 size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T);
+/* Workspace offset of the tensor-core route's fn hi / lo rows: flags and partials, rounded
+ * up to 256 bytes (the whole workspace on the small-T route). */
+size_t mhc_fn_hl_offset(const dsv4_mhc_plan_t *pl, int64_t T);
 /* Fills p->plan (route, splits, geometry) for the pipeline's T, H and producer. */
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* The tensor-core kernel addresses token rows as base + a 32-bit element offset: a tensor

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "mhc/gates_config.h"
 #include "mhc/mhc_host.h"
 
 dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
@@ -61,9 +60,8 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     if (p->T == 0) return DSV4_STATUS_SUCCESS;
     p->flags = (unsigned *)ws;
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
-    const size_t part = ((size_t)p->plan.splits * (size_t)p->T * MHC_WS_FLOATS * sizeof(float) + 255) / 256 * 256;
-    p->fn_hl = (uint16_t *)((char *)p->ws + part); /* tensor-core route only (plan.c) */
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
+    p->fn_hl = (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
     DSV4_TRY(mhc_check_tc_offsets(op, p));
     DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);

@@ -30,6 +30,11 @@ size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T) {
     return MHC_WS_FLAG_BYTES(pl->route == DSV4_MHC_ROUTE_SMALL_T, T, pl->splits);
 }
 
+size_t mhc_fn_hl_offset(const dsv4_mhc_plan_t *pl, int64_t T) {
+    const size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
+    return (bytes + 255) / 256 * 256;
+}
+
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
                                   dsv4_mhc_plan_t *pl) {
     memset(pl, 0, sizeof *pl);
@@ -65,8 +70,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         pl->tokens_per_cta = MHC_TC_BM;
         pl->ctas = nblk * pl->splits;
     }
-    size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
-    pl->workspace_bytes = (bytes + 255) / 256 * 256;
+    pl->workspace_bytes = mhc_fn_hl_offset(pl, T);
     if (pl->route == DSV4_MHC_ROUTE_TENSOR_CORE) pl->workspace_bytes += MHC_WS_FN_HL_BYTES(broadcast ? H : 4 * H);
     return DSV4_STATUS_SUCCESS;
 }

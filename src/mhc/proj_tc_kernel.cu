@@ -73,16 +73,14 @@ static_assert(BM == 32 && NTHR == 256, "the mma split: 8 warps = 2 m-tiles x 4 k
 enum { TC_COLL = 1, TC_PMIX = 2, TC_AUX = 4 };
 
 template <int PROD> struct tc_geom {
-    /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk,
-     * 16-byte token-input vectors per thread, A-row vectors per thread, channels per
-     * thread, k-steps per warp, 16-byte B-tile copies per thread */
+    /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk */
     static constexpr int CW = MHC_TC_CHUNK_CHANNELS(PROD == MHC_PROD_BCAST);
     static constexpr int NCOL = PROD == MHC_PROD_BCAST ? CW : 4 * CW;
-    static constexpr int NV = PROD == MHC_PROD_POST ? 5 : (PROD == MHC_PROD_RES ? 4 : 2);
-    static constexpr int NA = PROD == MHC_PROD_BCAST ? 2 : 4; /* A-row vectors per thread */
-    static constexpr int CG = CW / TPR;                        /* channels per thread   */
-    static constexpr int KSTEPS = NCOL / 16 / 4;               /* per warp (k-quarter)  */
-    static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;      /* 16-byte B copies / thread */
+    static constexpr int CG = CW / TPR;                            /* channels per thread           */
+    static constexpr int NA = PROD == MHC_PROD_BCAST ? CG / 8 : 4; /* A-row vectors: e, or 4 streams */
+    static constexpr int NV = NA + (PROD == MHC_PROD_POST ? 1 : 0); /* token-input vectors (+ x)     */
+    static constexpr int KSTEPS = NCOL / 16 / 4;                   /* per warp (k-quarter)          */
+    static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;          /* 16-byte B copies per thread   */
 };
 static_assert(tc_geom<MHC_PROD_POST>::B_PIECES * NTHR * 8 == 48 * KC, "B tile copies must split evenly");
 static_assert(tc_geom<MHC_PROD_BCAST>::B_PIECES * NTHR * 8 == 48 * KC / 2, "B tile copies must split evenly");
