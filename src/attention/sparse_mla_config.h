@@ -37,22 +37,11 @@
 #define MLA_AHEAD_DECODE 4
 #endif
 
-/* Lazy rescale slack (natural-log units; 0 = the spec's exact running max). */
+/* Lazy-rescale slack in natural-log units (mla_tile.cuh's numerics note): O and l are
+ * rescaled only when a tile's max exceeds the reference max by more than this. 0.0f
+ * gives the spec's exact running max. */
 #ifndef MLA_RESCALE_SLACK
-#define MLA_RESCALE_SLACK 0
-#endif
-/* Independent QK accumulator chains per score fragment (1, 2 or 4), for 16-head and
- * 32-head warps of the 4-warp configs. */
-#ifndef MLA_QK_CHAINS_MT1
-#define MLA_QK_CHAINS_MT1 1
-#endif
-#ifndef MLA_QK_CHAINS_MT2
-#define MLA_QK_CHAINS_MT2 1
-#endif
-/* Diagnostic ablations (timing only, outputs wrong): 1 no row loads (zero-filled),
- * 2 no PV, 3 no QK mma. Never set in a shipped build. */
-#ifndef MLA_ABL
-#define MLA_ABL 0
+#define MLA_RESCALE_SLACK 8.0f
 #endif
 
 /* Config table: id -> HC, MT, WD. Keep in sync with the kernel instantiations. */

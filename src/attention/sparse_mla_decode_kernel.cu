@@ -53,7 +53,6 @@ struct MlaDecodeProd {
      * computed: the slots are random, so nearly every record is a DRAM read. */
     static constexpr int AHEAD = MLA_AHEAD_DECODE;
     static constexpr bool MERGE_CTAS = true; /* plan.merge == 2 appends them */
-    static constexpr int QK_CHAINS_MT2 = 1; /* 32-head warps sit at 255 registers */
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][576];

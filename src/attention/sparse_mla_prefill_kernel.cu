@@ -25,7 +25,6 @@ struct MlaPrefillProd {
      * and prefetching cost 6-10% in session 4's measurements. */
     static constexpr int AHEAD = 2;
     static constexpr bool MERGE_CTAS = false; /* prefill never splits */
-    static constexpr int QK_CHAINS_MT2 = MLA_QK_CHAINS_MT2;
     template <class C> struct SmemT {
         uint16_t k[2][MLA_N][MLA_KSTR];
         unsigned long long src[AHEAD + 1][MLA_N]; /* ring: kv row address (mla_src) */
@@ -55,7 +54,7 @@ struct MlaPrefillProd {
 #pragma unroll
         for (int k = 0; k < WR / 2; ++k)
             dsv4_cp_async_16_zfill(dst + 2 * k * MLA_KSTR, mla_src_ptr(src[k]) + 2 * wd * C::DW + 16 * (lane & 15),
-                                   MLA_ABL != 1 && mla_src_valid(src[k]));
+                                   mla_src_valid(src[k]));
         if (wd == 0 && lane < WR) sm.c.meta[buf][first + lane] = mla_src_valid(sm.src[slot][first + lane]) ? 1 : 0;
     }
 
