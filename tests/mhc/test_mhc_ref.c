@@ -143,24 +143,37 @@ void test_post_ref_random(th_ctx_t *t) {
     uint16_t *out = malloc((size_t)n * 2), *want = malloc((size_t)n * 2);
     float sq[5];
     post_ref_call(t, T, H, in.x, in.R, in.post, in.comb, out, sq);
-    size_t off_by_one = 0;
+    size_t off_by_one = 0, beyond = 0;
     for (int64_t i = 0; i < T; ++i) {
         double sqd = 0.0;
         for (int k = 0; k < 4; ++k)
             for (int64_t h = 0; h < H; ++h) {
-                double acc = (double)in.post[4 * i + k] * dsv4_bf16_to_f32(in.x[i * H + h]);
-                for (int j = 0; j < 4; ++j)
-                    acc += (double)in.comb[16 * i + 4 * j + k] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
-                want[i * 4 * H + k * H + h] = dsv4_f32_to_bf16((float)acc);
-                const double o = dsv4_bf16_to_f32(out[i * 4 * H + k * H + h]);
+                double acc = (double)in.post[4 * i + k] * dsv4_bf16_to_f32(in.x[i * H + h]), mag = fabs(acc);
+                for (int j = 0; j < 4; ++j) {
+                    const double term = (double)in.comb[16 * i + 4 * j + k] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
+                    acc += term;
+                    mag += fabs(term);
+                }
+                const int64_t e = i * 4 * H + k * H + h;
+                want[e] = dsv4_f32_to_bf16((float)acc);
+                const double o = dsv4_bf16_to_f32(out[e]);
                 sqd += o * o;
-                off_by_one += out[i * 4 * H + k * H + h] != want[i * 4 * H + k * H + h];
+                off_by_one += out[e] != want[e];
+                /* The fp32 chain of 5 rounded steps may be off by 5 * 2^-24 of the terms'
+                 * magnitude before the bf16 rounding (1 ulp of the result covers that one):
+                 * under cancellation this is more than an ulp of the small result. */
+                const double ulp = ldexp(1.0, (acc != 0.0 ? ilogb(acc) : -126) - 7);
+                if (fabs(o - acc) > ulp + 5.0 * 0x1p-24 * mag) {
+                    if (beyond++ < 8)
+                        TH_CHECK(t, 0, "post vs fp64: token %lld stream %d channel %lld: got %.9g, fp64 %.9g (bound %.3g)",
+                                 (long long)i, k, (long long)h, o, acc, ulp + 5.0 * 0x1p-24 * mag);
+                }
             }
         TH_CHECK(t, fabs(sq[i] - sqd) <= 1e-6 * sqd, "token %lld sqrsum %.9g, fp64 over the stored values %.9g",
                  (long long)i, sq[i], sqd);
     }
-    mt_cmp_bf16(t, "post vs fp64", out, 4 * H, want, 4 * H, T, NULL, 4, H, 1);
-    th_note(t, "%zu of %lld outputs one ulp from the correctly rounded fp64 value (fp32 FMA chain)", off_by_one,
+    TH_CHECK(t, beyond == 0, "post vs fp64: %zu of %lld outputs beyond the fp32-chain bound", beyond, (long long)n);
+    th_note(t, "%zu of %lld outputs differ from the correctly rounded fp64 value (fp32 FMA chain)", off_by_one,
             (long long)n);
     TH_CHECK(t, sq[0] == 0.0f, "zero token: sqrsum %g", sq[0]);
     free(out);
