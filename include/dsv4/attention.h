@@ -18,7 +18,8 @@
  *
  * Kernel numerics (what the tests hold the kernels to; spec/numerics.md section 8): one
  * unified 512-wide dot on mma.sync (bf16 x bf16 -> fp32); an online softmax per tile
- * of 16 keys whose running max starts at -FLT_MAX; p = e^(s - m) evaluated as
+ * of 16 keys whose reference max m starts at -FLT_MAX and moves to a tile's max only
+ * when that exceeds m by more than 8 (lazy rescale: p <= e^8); p = e^(s - m) evaluated as
  * __expf (ex2.approx of x*log2 e, relative error ~2^-21, far below the bf16 rounding
  * of p); p is rounded to bf16 for the P*V product while l sums the fp32 p; the output
  * is rounded to bf16 once. Against an fp64 evaluation of the formula on the same K
@@ -149,7 +150,8 @@ typedef struct dsv4_sparse_mla_plan {
  * extra[s*c_e, ...). With S = 1 and force_merge = 0 the kernel writes bf16 directly
  * and no workspace is needed. Otherwise the workspace holds the raw partials (no sink,
  * no normalisation), all fp32: acc [T, S, H, 512] at byte 0, then m [T, S, H], then
- * l [T, S, H] (m = running max of the scaled scores, -FLT_MAX for an empty split;
+ * l [T, S, H] (m = the split's reference max of the scaled scores, at most 8 below their
+ * max, -FLT_MAX for an empty split;
  * l = sum of e^(s - m); acc = sum of bf16(e^(s - m)) * K), T*S*H*514*4 bytes as in the
  * spec, then T*S*H 32-bit completion flags ([T, H, S]): T*S*H*515*4 bytes in all.
  *

@@ -3,7 +3,8 @@
  *
  * Formula (spec/sparse-mla.md sections 2 and 5), per token t, head h, key rows K_j:
  *   s_j = scale * <q[t,h,:], K_j>  (512 wide);  online softmax over tiles of N = 16 keys;
- *   acc = sum_j bf16(e^(s_j - m)) K_j,  l = sum_j e^(s_j - m),  m = running max.
+ *   acc = sum_j bf16(e^(s_j - m)) K_j,  l = sum_j e^(s_j - m),  m = reference max
+ *   (lazy: see Numerics below).
  *
  * Grid: one CTA per (head group of HC heads, split s, token t), flattened into
  * blockIdx.x with the head group fastest, so the CTAs that read the same rows run
@@ -37,7 +38,8 @@
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
  *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
- *       dot), tile max over valid keys, m' = max(m, tile max), alpha = e^(m - m'),
+ *       dot), tile max over valid keys, m' = tile max if it exceeds m by more than the slack
+ *       (else m' = m), alpha = e^(m - m'),
  *       p = e^(s - m') (0 for invalid keys), l = l*alpha + sum p (fp32; butterfly sums
  *       give every lane the same bits); p -> bf16 into Ps, alpha -> smem, barrier.
  *   [D] PV: O = O * alpha + Ps * K (ldmatrix of Ps as A, ldmatrix.trans of K as B);
@@ -311,7 +313,7 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt) {
         const float a0 = sm.alpha[hw + 16 * mt + g], a1 = sm.alpha[hw + 16 * mt + g + 8];
-        /* Once the running max settles most tiles leave it alone: skip the 4 * NBO
+        /* The lazy reference max leaves most tiles alone: skip the 4 * NBO
          * multiplies by exactly 1 (a warp-uniform branch). */
         if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
 #pragma unroll
