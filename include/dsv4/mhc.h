@@ -88,10 +88,9 @@
  *     a small kernel writes the split into the workspace first), fp32 accumulation:
  *     tolerance 1e-5 as on the FMA route. Blocks of 32 tokens, split-K over S slices.
  *     In a seam, post, collapse, sum of squares and projection run in one pass over the
- *     residual. It addresses
- *     token rows with 32-bit element offsets: a run call in which a token tensor's last
- *     element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168, dense) returns
- *     DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.
+ *     residual. It addresses token rows with 32-bit element offsets: a run call in which
+ *     a token tensor's last element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168,
+ *     dense) returns DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.
  *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
  *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (gate CTAs of 4 tokens,
  *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per

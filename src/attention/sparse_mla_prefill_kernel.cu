@@ -11,8 +11,8 @@
  * (4 whole lines) per warp instruction, each row's address converted once per CTA
  * (mla_tile.cuh's row sources); double-buffered (2 x 16 rows x 1040 B). Invalid and
  * past-the-end rows are zero-filled by cp.async (src-size 0) and flagged in meta, so
- * they get p = 0 and a finite K. Grid: T * H/HC CTAs (no split: prefill has enough tokens to fill the GPU);
- * direct bf16 write.
+ * they get p = 0 and a finite K. Grid: T * H/HC CTAs (no split: prefill has enough
+ * tokens to fill the GPU); direct bf16 write.
  */
 #include <cuda_runtime.h>
 
