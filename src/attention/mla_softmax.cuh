@@ -21,6 +21,8 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "prim/div.cuh"
+
 /* e^(m_old - m_new); exactly 1 when the max did not move (also -FLT_MAX == -FLT_MAX),
  * so the common case never depends on the approximation. */
 static __device__ __forceinline__ float mla_rescale(float m_old, float m_new) {
@@ -40,6 +42,20 @@ static __device__ __forceinline__ float mla_add_sink(float L, const float *sink,
 /* out = L > 0 ? x / max(L, 1e-30) : 0 */
 static __device__ __forceinline__ float mla_normalize(float x, float L) {
     return L > 0.0f ? __fdiv_rn(x, fmaxf(L, 1e-30f)) : 0.0f;
+}
+
+/* The same for a row's many x: its divisor prepared once (prim/div.cuh gives the bits of
+ * __fdiv_rn inside its window); `fast` says whether L > 0 and the divisor is in the window,
+ * each x must be checked too (mla_normalize otherwise). */
+struct mla_row_div {
+    dsv4_divisor v;
+    bool fast;
+};
+static __device__ __forceinline__ mla_row_div mla_row_divisor(float L) {
+    mla_row_div r;
+    r.v = dsv4_divisor_make(fmaxf(L, 1e-30f));
+    r.fast = L > 0.0f && dsv4_div_in_window(r.v.d);
+    return r;
 }
 
 /* Finalisation of one split held in registers (the direct path): w and L per row. */

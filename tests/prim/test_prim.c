@@ -1,7 +1,8 @@
 /*
  * src/prim on the GPU: one-warp mma.sync products against a host matmul (exact on small
  * integers, fp32-accurate on normal data), raw ldmatrix registers against the documented
- * layouts, cp.async zero fill, and the fast e4m3 decode on all 65,536 (byte, enc) pairs.
+ * layouts, cp.async zero fill, the fast e4m3 decode on all 65,536 (byte, enc) pairs, and
+ * the shared-divisor division against __fdiv_rn.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -161,6 +162,79 @@ static void test_fp8_fast_decode_all_pairs(th_ctx_t *t) {
     cudaFree(d);
 }
 
+
+/* A float with the given unbiased exponent, a random mantissa (or an edge one) and sign. */
+static float div_operand(th_rng_t *r, int exp, int negative_ok) {
+    const uint32_t pick = th_rng_u32(r) % 8;
+    uint32_t mant = th_rng_u32(r) & 0x7FFFFFu;
+    if (pick == 0) mant = 0;             /* a power of two */
+    if (pick == 1) mant = 0x7FFFFFu;     /* all ones */
+    if (pick == 2) mant = 1;             /* one ulp above */
+    const uint32_t sign = negative_ok && (th_rng_u32(r) & 1) ? 0x80000000u : 0;
+    return dsv4_bits_f32(sign | ((uint32_t)(exp + 127) << 23) | mant);
+}
+
+/* prim/div.cuh: the shared-divisor fast path gives the bits of __fdiv_rn inside its
+ * window (and the test routes the rest to __fdiv_rn, as callers do). Exponents span
+ * [-66, 66], so both sides of both window edges (2^-60, 2^60) are covered; both are
+ * also checked against the host's IEEE division. */
+static void test_div_shared_divisor(th_ctx_t *t) {
+    th_rng_t *r = th_rng(t);
+    const int n = 1 << 22;
+    float *x = malloc((size_t)n * 4), *d = malloc((size_t)n * 4), *fast = malloc((size_t)n * 4),
+          *ref = malloc((size_t)n * 4);
+    int in_window = 0;
+    for (int i = 0; i < n; ++i) {
+        const int band = i % 4; /* 0: anywhere; 1: d near 1; 2: x, d at the window edges; 3: quotient near 1 */
+        int ex = (int)(th_rng_u32(r) % 133) - 66, ed = (int)(th_rng_u32(r) % 133) - 66;
+        if (band == 1) ed = (int)(th_rng_u32(r) % 3) - 1;
+        if (band == 2) {
+            const int edges[4] = {-61, -60, 59, 60};
+            ex = edges[th_rng_u32(r) % 4];
+            ed = edges[th_rng_u32(r) % 4];
+        }
+        if (band == 3) ed = ex + (int)(th_rng_u32(r) % 3) - 1;
+        if (ed < -126 || ed > 127) ed = 0;
+        x[i] = div_operand(r, ex, 1);
+        d[i] = div_operand(r, ed, 1);
+        in_window += ex >= -60 && ex < 60 && ed >= -60 && ed < 60;
+    }
+    float *dx, *dd, *dfast, *dref;
+    TH_CUDA(t, cudaMalloc((void **)&dx, (size_t)n * 4));
+    TH_CUDA(t, cudaMalloc((void **)&dd, (size_t)n * 4));
+    TH_CUDA(t, cudaMalloc((void **)&dfast, (size_t)n * 4));
+    TH_CUDA(t, cudaMalloc((void **)&dref, (size_t)n * 4));
+    TH_CUDA(t, cudaMemcpy(dx, x, (size_t)n * 4, cudaMemcpyHostToDevice));
+    TH_CUDA(t, cudaMemcpy(dd, d, (size_t)n * 4, cudaMemcpyHostToDevice));
+    TH_CUDA(t, cudaMemset(dfast, 0xFF, (size_t)n * 4));
+    TH_CUDA(t, cudaMemset(dref, 0xFF, (size_t)n * 4));
+    TH_CUDA(t, prim_run_div(dx, dd, dfast, dref, n));
+    TH_CUDA(t, cudaMemcpy(fast, dfast, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    TH_CUDA(t, cudaMemcpy(ref, dref, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    int bad = 0, bad_host = 0;
+    for (int i = 0; i < n; ++i) {
+        if (dsv4_f32_bits(fast[i]) != dsv4_f32_bits(ref[i]) && bad++ < 8)
+            th_note(t, "%.9g / %.9g: fast %.9g (0x%08x), __fdiv_rn %.9g (0x%08x)", x[i], d[i], fast[i],
+                    dsv4_f32_bits(fast[i]), ref[i], dsv4_f32_bits(ref[i]));
+        const float host = x[i] / d[i];
+        if (fabsf(host) >= 0x1p-126f && dsv4_f32_bits(host) != dsv4_f32_bits(ref[i]) && bad_host++ < 4)
+            th_note(t, "%.9g / %.9g: __fdiv_rn %.9g, host %.9g", x[i], d[i], ref[i], host);
+    }
+    th_note(t, "%d of %d pairs inside the window, %d differ from __fdiv_rn, %d normal quotients from the host", in_window,
+            n, bad, bad_host);
+    TH_CHECK(t, in_window > n / 4, "too few pairs inside the window (%d)", in_window);
+    TH_CHECK(t, bad == 0, "shared-divisor division differs from __fdiv_rn at %d pairs", bad);
+    TH_CHECK(t, bad_host == 0, "__fdiv_rn differs from the host's IEEE division at %d pairs", bad_host);
+    cudaFree(dx);
+    cudaFree(dd);
+    cudaFree(dfast);
+    cudaFree(dref);
+    free(x);
+    free(d);
+    free(fast);
+    free(ref);
+}
+
 static const th_test_t tests[] = {
     {"prim.mma_bf16_exact", test_mma_bf16_exact, TH_GPU},
     {"prim.mma_bf16_random", test_mma_bf16_random, TH_GPU},
@@ -169,6 +243,7 @@ static const th_test_t tests[] = {
     {"prim.ldmatrix_layouts", test_ldmatrix_layouts, TH_GPU},
     {"prim.cp_async_zfill", test_cp_async_zfill, TH_GPU},
     {"prim.fp8_fast_decode_all_pairs", test_fp8_fast_decode_all_pairs, TH_GPU},
+    {"prim.div_shared_divisor", test_div_shared_divisor, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "prim/cp_async.cuh"
+#include "prim/div.cuh"
 #include "prim/fp8.cuh"
 #include "prim/mma.cuh"
 #include "test_prim.h"
@@ -122,5 +123,19 @@ __global__ void fp8_kernel(uint16_t *out) {
 
 extern "C" int prim_run_fp8(uint16_t *out) {
     fp8_kernel<<<256, 64>>>(out);
+    return (int)cudaGetLastError();
+}
+
+/* dsv4_div_fast (inside the window) or __fdiv_rn, and __fdiv_rn alone, for n pairs. */
+__global__ void div_kernel(const float *x, const float *d, float *fast, float *ref, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const dsv4_divisor v = dsv4_divisor_make(d[i]);
+    fast[i] = dsv4_div_in_window(x[i]) && dsv4_div_in_window(d[i]) ? dsv4_div_fast(x[i], v) : __fdiv_rn(x[i], d[i]);
+    ref[i] = __fdiv_rn(x[i], d[i]);
+}
+
+extern "C" int prim_run_div(const float *x, const float *d, float *fast, float *ref, int n) {
+    div_kernel<<<(n + 255) / 256, 256>>>(x, d, fast, ref, n);
     return (int)cudaGetLastError();
 }
