@@ -111,7 +111,6 @@ template <class C> struct MlaSmemCommon {
     float m[C::HC];
     float l[C::HC];
     int meta[2][MLA_N];                 /* per key: 1 valid, 0 not (written by slice group 0) */
-    int ids[2][MLA_N];                  /* ids of the tile converted next, by tile parity (cp.async) */
 };
 
 /* A converted row source: its address with bit 0 set when the row is invalid (it then
@@ -426,14 +425,64 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
     else sm.src[slot][row] = mla_src_invalid(L.base);
 }
 
+/* Row sources converted once per CTA into a ring of AHEAD + 1 slots ("Row sources" at
+ * the top; decode, whose slot -> record math and L2 prefetch are worth doing once per
+ * CTA, not once per slice group). Prod provides AHEAD, convert() and issue() (slice group
+ * wd's cp.async of a ring slot into buffer `buf`; group 0 also sets meta[buf]); its Smem
+ * the ring `src` and `ids[2][N]`. start() converts tiles 0 .. AH-1 (their ids by plain
+ * loads: nothing is in flight yet), fetches the ids of tile AH by cp.async (they land
+ * with tile 0) and issues tiles 0 and 1; step(i) issues tile i+1 from its slot, converts
+ * tile i+AH and fetches the ids of tile i+AH+1. */
+template <class Prod> struct MlaRingRows {
+    template <class C> static __device__ __forceinline__ int converter_row() {
+        return (int)(threadIdx.x >> 5) * (C::N / C::NW) + (int)(threadIdx.x & 31);
+    }
+
+    template <class C, class Smem>
+    static __device__ __forceinline__ void start(const mla_params_t &p, const MlaWork &w, Smem &sm, int ntiles,
+                                                 int wd) {
+        constexpr int AH = Prod::AHEAD, RPW = C::N / C::NW;
+        static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
+        const int crow = converter_row<C>();
+        if ((threadIdx.x & 31) < RPW) {
+            int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
+#pragma unroll
+            for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
+#pragma unroll
+            for (int j = 0; j < AH; ++j)
+                if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
+            mla_key_id_async(p, w, AH * C::N + crow, &sm.ids[AH & 1][crow]);
+        }
+        __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
+        if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd);
+        dsv4_cp_async_commit();
+        if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd);
+        dsv4_cp_async_commit();
+    }
+
+    template <class C, class Smem>
+    static __device__ __forceinline__ void step(const mla_params_t &p, const MlaWork &w, Smem &sm, int i, int ntiles,
+                                                int wd) {
+        constexpr int AH = Prod::AHEAD, R = AH + 1;
+        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, (i & 1) ^ 1, wd);
+        if ((threadIdx.x & 31) < C::N / C::NW) {
+            const int k = i + AH, crow = converter_row<C>(); /* its ids arrived with the wait of [A] */
+            if (k < ntiles) {
+                mla_convert_row<C, Prod>(p, w, k, crow, sm.ids[k & 1][crow], sm, k % R, true);
+                mla_key_id_async(p, w, (k + 1) * C::N + crow, &sm.ids[(k + 1) & 1][crow]);
+            }
+        }
+    }
+};
+
 /*
- * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with the row ring
- * `src` and a member `c` of MlaSmemCommon<C>), AHEAD (the conversion distance),
- * MERGE_CTAS (whether merge CTAs may follow the attention CTAs in the launch),
- * convert() (a valid id's row source into a ring slot, with its L2 prefetch if asked),
- * issue() (slice group wd's cp.async of a ring slot into buffer `buf`; group 0 also sets
- * meta[buf]) and tile() (make slice wd of the bf16 K tile of buffer `buf` ready, sync
- * the group, and return the tile).
+ * The CTA body. Prod supplies the shared-memory layout (Prod::Smem with a member `c` of
+ * MlaSmemCommon<C>), MERGE_CTAS (whether merge CTAs may follow the attention CTAs in the
+ * launch), the row pipeline (start(): issue tiles 0 and 1 into the two buffers, as two
+ * commit groups; step(i), in [A] of tile i after its wait: issue tile i + 1 into the
+ * other buffer and prepare later tiles, slice group wd's part of each; group 0 also
+ * sets meta[buf]) and tile() (make slice wd of the bf16 K tile of buffer `buf` ready,
+ * sync the group, and return the tile).
  */
 template <class C, class Prod> static __device__ __forceinline__ void mla_cta(const mla_params_t &p) {
     __shared__ __align__(16) typename Prod::Smem sm;
@@ -486,44 +535,16 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     }
     __syncthreads(); /* w, m, l */
 
-    /* Prologue: the converter lanes turn the ids of tiles 0 .. AH-1 into ring slots (the
-     * ids by plain loads: nothing is in flight yet) and fetch those of tile AH by cp.async
-     * (they land with tile 0); then tiles 0 and 1 go into the two buffers at once (a
-     * short split waits for one round trip, not two). Iteration i copies tile i+1 from
-     * its slot, converts tile i+AH and fetches the ids of tile i+AH+1. */
-    constexpr int AH = Prod::AHEAD, R = AH + 1, RPW = C::N / C::NW;
-    static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
+    /* Rows of tiles 0 and 1 are issued into the two buffers at once (a short split waits
+     * for one round trip, not two); iteration i issues tile i + 1 (Prod::step). */
     const int ntiles = (w.n + C::N - 1) / C::N;
-    const bool converter = lane < RPW;
-    const int crow = warp * RPW + lane;
-    if (converter) {
-        int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
-#pragma unroll
-        for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
-#pragma unroll
-        for (int j = 0; j < AH; ++j)
-            if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
-        mla_key_id_async(p, w, AH * C::N + crow, &sm.c.ids[AH & 1][crow]);
-    }
-    __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
-    if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd);
-    dsv4_cp_async_commit();
-    if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd);
-    dsv4_cp_async_commit();
-
+    Prod::template start<C>(p, w, sm, ntiles, wd);
     for (int i = 0; i < ntiles; ++i) {
         const int buf = i & 1;
         if (i == 0) dsv4_cp_async_wait<1>(); /* tile 1 may stay in flight */
         else dsv4_cp_async_wait<0>();
         mla_slice_sync<C>(wd); /* [A] */
-        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, buf ^ 1, wd);
-        if (converter) {
-            const int k = i + AH; /* its ids arrived with this thread's wait above */
-            if (k < ntiles) {
-                mla_convert_row<C, Prod>(p, w, k, crow, sm.c.ids[k & 1][crow], sm, k % R, true);
-                mla_key_id_async(p, w, (k + 1) * C::N + crow, &sm.c.ids[(k + 1) & 1][crow]);
-            }
-        }
+        Prod::template step<C>(p, w, sm, i, ntiles, wd);
         dsv4_cp_async_commit();
         const uint16_t *kt = Prod::template tile<C>(sm, buf, wd, mla_group_thread<C>());
         mla_qk<C>(qf, kt, sm.c.sp[wd], hw, dim0, lane);

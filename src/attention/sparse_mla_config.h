@@ -10,11 +10,11 @@
  *   Ps  bf16 p           HC * (N + 8) * 2          (48-byte rows: conflict-free ldmatrix)
  *   alpha, m, l          3 * HC * 4
  *   meta                 2 * N * 4                 (key flags)
- *   ids                  2 * N * 4                 (the next tile to convert, by parity)
  *   prefill: K tiles     2 * N * 1040              (bf16 rows of 520: conflict-free ldmatrix)
- *            row ring    3 * N * 8                 (converted row addresses, 2 tiles ahead)
+ *            ids         WD * 2 * N * 4            (each slice group's next tiles, by parity)
  *   decode:  raw records 2 * N * 576 + scale words 2 * WD * N * 4 + K tile N * 1040
  *            row ring    (A + 1) * N * 12          (record and scale addresses, A tiles ahead)
+ *            ids         2 * N * 4                 (the next tile to convert, by parity)
  * All of it is static shared memory, so the ptxas gate and dsv4_launch_prepare see it;
  * the asserts below keep every config within 48 KB.
  */
@@ -50,12 +50,11 @@
 #define MLA_CFG_WD(id) 4
 #define MLA_CFG_WARPS(id) (MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 
-#define MLA_SMEM_COMMON(hc, wd) \
-    ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4 + 2 * MLA_N * 4)
-#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + 3 * MLA_N * 8)
+#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
+#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
 #define MLA_SMEM_DECODE(hc, wd)                                                                        \
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
-     (MLA_AHEAD_DECODE + 1) * MLA_N * 12)
+     (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");

@@ -48,7 +48,7 @@ static __device__ __forceinline__ uint32_t mla_zero_nan_codes(uint32_t w) {
     return w & ~((nan >> 7) * 0xFFu);
 }
 
-struct MlaDecodeProd {
+struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     /* Rows are converted (and prefetched into L2) this many tiles before they are
      * computed: the slots are random, so nearly every record is a DRAM read. */
     static constexpr int AHEAD = MLA_AHEAD_DECODE;
@@ -59,6 +59,7 @@ struct MlaDecodeProd {
         uint32_t scale[2][C::WD][MLA_N]; /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
         unsigned long long src[AHEAD + 1][MLA_N]; /* ring: record data address (mla_src)         */
         uint32_t scale_off[AHEAD + 1][MLA_N];     /*       its scale bytes, relative to the data   */
+        int ids[2][MLA_N];                        /* ids of the tile converted next, by tile parity */
         MlaSmemCommon<C> c;
     };
 
