@@ -21,20 +21,24 @@
  * ordered inside the group (its own cp.async wait + __syncwarp, or a named barrier for
  * WH = 2), not by a CTA barrier.
  *
- * Row sources (v7): a tile's 16 ids are turned into row sources once per CTA, not once
- * per slice group. Converter lanes (RPW = 16 / NW per warp, one row each) fetch the ids
- * of tile k by cp.async, convert them AH tiles ahead of the tile's computation (validity,
- * the row's address, decode: its record and scale addresses; Prod::convert), store the
- * result in a ring of AH + 1 slots in shared memory and (decode) prefetch the row's lines
- * into L2; every slice group then issues its cp.async from the slot. A slot written in
- * [A] of tile k - AH is read in [A] of tile k - 1 (AH >= 2: barriers [B], [C] lie between)
- * and rewritten in [A] of tile k + 1, after barrier [B] of tile k.
+ * Row sources, the producer's part (Prod::start / Prod::step):
+ *   decode (v7, MlaRingRows below): a tile's 16 ids are turned into row sources once per
+ *   CTA, not once per slice group. Converter lanes (RPW = 16 / NW per warp, one row each)
+ *   fetch the ids of tile k by cp.async, convert them AH tiles ahead of the tile's
+ *   computation (validity, the record and scale addresses; Prod::convert), store the
+ *   result in a ring of AH + 1 slots in shared memory and prefetch the row's lines into
+ *   L2; every slice group then issues its cp.async from the slot. A slot written in [A]
+ *   of tile k - AH is read in [A] of tile k - 1 (AH >= 2: barriers [B], [C] lie between)
+ *   and rewritten in [A] of tile k + 1, after barrier [B] of tile k.
+ *   prefill (session 10): an address is one multiply-add, cheaper than a ring slot's
+ *   bookkeeping, so each slice group fetches its own ids a tile ahead and its lanes
+ *   compute their rows' addresses (sparse_mla_prefill_kernel.cu).
  *
  * Per tile (two CTA barriers):
- *   [A] wait for the group's cp.async of this tile, group sync; issue the group's slice
- *       of the next tile into the other buffer (one tile of lookahead) from its ring slot;
- *       converter lanes convert tile i + AH and fetch the ids of tile i + AH + 1; decode:
- *       dequantize the group's slice of the fp8 records into the bf16 tile, group sync.
+ *   [A] wait for the group's cp.async of this tile, group sync; Prod::step: issue the
+ *       group's slice of the next tile into the other buffer (one tile of lookahead) and
+ *       prepare the row sources of later tiles (above); decode: dequantize the group's
+ *       slice of the fp8 records into the bf16 tile, group sync.
  *   [B] QK: each warp's 16*MT x N partial scores over its DW dims -> Sp[wd] (fp32), barrier.
  *   [C] softmax, rows spread over all threads (LPR lanes per head row, KPL keys each):
  *       s = scale * (Sp[0] + Sp[1] + ... + Sp[WD-1]) in that order (the unified 512-wide
