@@ -30,9 +30,10 @@
 /* Decode converts its rows (record addresses) and prefetches them into L2 this many
  * tiles before they are computed (the cp.async runs one tile ahead, shared memory has no
  * room for more stages). Decode's random slots are DRAM reads (~1-2 us under load,
- * several tiles): measured 89 -> 82 us at T64 H64 with 4 (session 3). Prefill converts
- * 2 tiles ahead without prefetching (its rows are mostly L2 hits; the prefetch's
- * producer instructions made it 6-10% slower). */
+ * several tiles): measured 89 -> 82 us at T64 H64 with 4 (session 3). Prefill has no
+ * ring: it fetches its ids 2 tiles ahead and computes the addresses at the copy, without
+ * L2 prefetching (its rows are mostly L2 hits; the prefetch's producer instructions made
+ * it 6-10% slower, session 4). */
 #ifndef MLA_AHEAD_DECODE
 #define MLA_AHEAD_DECODE 4
 #endif

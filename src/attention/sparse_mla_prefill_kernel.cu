@@ -10,8 +10,8 @@
  * dims it multiplies) with cp.async 16-byte chunks straight into the K tile, two rows
  * (4 whole lines) per warp instruction; double-buffered (2 x 16 rows x 1040 B). Each
  * group fetches the ids of its tiles itself, one tile before it copies their rows, and
- * each lane turns its rows' ids into addresses (one multiply-add: no ring of converted
- * addresses, no CTA barrier, unlike decode's record math). Invalid and
+ * each lane turns its rows' ids into addresses (one multiply-add, so no ring of converted
+ * addresses shared across the CTA, which decode keeps for its record math). Invalid and
  * past-the-end rows are zero-filled by cp.async (src-size 0) and flagged in meta, so
  * they get p = 0 and a finite K. Grid: T * H/HC CTAs (no split: prefill has enough
  * tokens to fill the GPU); direct bf16 write.
