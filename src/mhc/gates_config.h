@@ -87,6 +87,9 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
 #if (3 * 2 * 32 * 12 * 4) > (MHC_TC_BM * MHC_TC_LDS * 2)
 #error "mhc: the accumulator exchange does not fit in the A tile"
 #endif
+/* The projection's K (fn is [24][K]): the flattened residual's 4H, or H for the
+ * first-layer broadcast projection of e. */
+#define MHC_FN_K(bcast, H) ((bcast) ? (H) : 4 * (H))
 /* K0's hi / lo split of fn in the workspace (tensor-core route): [48][K] bf16 */
 #define MHC_WS_FN_HL_BYTES(K) ((size_t)48 * (size_t)(K) * 2)
 

@@ -7,11 +7,12 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "mhc/gates_config.h"
 #include "mhc/mhc_host.h"
 
 dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
                             const char *pre_name) {
-    const int64_t T = p->T, K = p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H;
+    const int64_t T = p->T, K = MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H);
     DSV4_TRY(mhc_arg(c, "fn", p->fn, 1, 16, (size_t)(24 * K) * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "scale", p->scale, 1, 4, 3 * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "base", p->base, 1, 4, 24 * sizeof(float), 0));

@@ -71,7 +71,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         pl->ctas = nblk * pl->splits;
     }
     pl->workspace_bytes = mhc_fn_hl_offset(pl, T);
-    if (pl->route == DSV4_MHC_ROUTE_TENSOR_CORE) pl->workspace_bytes += MHC_WS_FN_HL_BYTES(broadcast ? H : 4 * H);
+    if (pl->route == DSV4_MHC_ROUTE_TENSOR_CORE) pl->workspace_bytes += MHC_WS_FN_HL_BYTES(MHC_FN_K(broadcast, H));
     return DSV4_STATUS_SUCCESS;
 }
 

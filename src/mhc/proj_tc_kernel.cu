@@ -139,7 +139,7 @@ template <int PROD> __device__ __forceinline__ void tc_copy_b(const mhc_pipe_t &
     using G = tc_geom<PROD>;
     constexpr int PR = G::NCOL / 8, RSTEP = NTHR / PR;
     static_assert(NTHR % PR == 0, "a thread's B pieces share one column");
-    const uint32_t H = (uint32_t)p.H, K = PROD == MHC_PROD_BCAST ? H : 4 * H;
+    const uint32_t H = (uint32_t)p.H, K = MHC_FN_K(PROD == MHC_PROD_BCAST, H);
     const int n0 = tid / PR, col = 8 * (tid % PR);
     const uint32_t k = (uint32_t)chunk * G::CW + (PROD == MHC_PROD_BCAST ? col : (col / G::CW) * H + col % G::CW);
     const uint32_t off = (uint32_t)n0 * K + k; /* 48 K < 2^32 */
@@ -453,7 +453,7 @@ extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t s
     {
         static const char *op = "mhc_fn_split";
         static int smem_cache;
-        const uint32_t K = (uint32_t)(p->prod == MHC_PROD_BCAST ? p->H : 4 * p->H);
+        const uint32_t K = (uint32_t)MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H);
         DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
         mhc_fn_split_kernel<<<(6 * K + 256 * K0_VECS - 1) / (256 * K0_VECS), 256, 0, s>>>(p->fn, p->fn_hl, K);
         DSV4_TRY(dsv4_launch_status(op));

@@ -9,8 +9,8 @@
  * by FMA and r is within an ulp of 1/d). Here the refinement of r runs once per
  * divisor, each quotient costs 3 FFMAs, and the range is a fixed window instead of
  * FCHK: |x| and d in [2^-60, 2^60), where every intermediate is normal. Outside it the
- * caller uses __fdiv_rn. tests/prim compares the two bit for bit on 2^24 random pairs
- * per exponent band and on the window's edges.
+ * caller uses __fdiv_rn. tests/prim compares the two bit for bit on 2^22 random pairs
+ * in four exponent bands (anywhere, d near 1, the window's edges, quotient near 1).
  */
 #ifndef DSV4_PRIM_DIV_CUH
 #define DSV4_PRIM_DIV_CUH

@@ -162,7 +162,6 @@ static void test_fp8_fast_decode_all_pairs(th_ctx_t *t) {
     cudaFree(d);
 }
 
-
 /* A float with the given unbiased exponent, a random mantissa (or an edge one) and sign. */
 static float div_operand(th_rng_t *r, int exp, int negative_ok) {
     const uint32_t pick = th_rng_u32(r) % 8;
