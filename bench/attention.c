@@ -449,6 +449,7 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_prefill", "T4096_H32_w640", run_prefill},
     {"sparse_mla_prefill", "T4096_H32_w1152", run_prefill},
     {"sparse_mla_prefill", "T4096_H64_w640_cfg1", run_prefill},
+    {"sparse_mla_prefill", "T4096_H64_w640_cfg2", run_prefill},
     {"sparse_mla_prefill", "T4096_H64_w640_cfg3", run_prefill},
     {"sparse_mla_decode", "T64_H64_w128+512", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512", run_decode},

@@ -51,6 +51,8 @@
  *   1  16 heads per CTA, 4 warps (each: 16 heads x 128 dims)
  *   2  32 heads per CTA, 4 warps (each: 32 heads x 128 dims)
  *   3  32 heads per CTA, 8 warps (each: 16 heads x 128 dims)
+ *   4  prefill only: 32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads
+ *      x 512 dims, 4 PV warps of 32 heads x 128 dims); decode -> DSV4_STATUS_UNSUPPORTED
  * All use tiles of 16 keys and at most 48 KB of shared memory per CTA.
  */
 #ifndef DSV4_ATTENTION_H
@@ -69,7 +71,7 @@ extern "C" {
 #define DSV4_MLA_RECORD_BYTES 584   /* fp8_ds_mla bytes per slot (kv-cache.md sec. 2)  */
 #define DSV4_MLA_DEFAULT_SCALE 0.044194173824159216f /* 512^-0.5, fp32 0x3D3504F3 */
 #define DSV4_MLA_MAX_SPLITS 32
-#define DSV4_MLA_NUM_CONFIGS 3
+#define DSV4_MLA_NUM_CONFIGS 4
 
 /* ================================================================================== */
 /* Sparse MLA decode over paged fp8_ds_mla caches                                      */

@@ -21,12 +21,20 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "attention/sparse_mla_config.h"
 #include "prim/div.cuh"
 
 /* e^(m_old - m_new); exactly 1 when the max did not move (also -FLT_MAX == -FLT_MAX),
  * so the common case never depends on the approximation. */
 static __device__ __forceinline__ float mla_rescale(float m_old, float m_new) {
     return m_old == m_new ? 1.0f : __expf(m_old - m_new);
+}
+
+/* The lazy reference max (mla_tile.cuh's numerics note): it moves to the tile's max
+ * only when that exceeds it by more than MLA_RESCALE_SLACK, so p = e^(s - m) <= e^slack
+ * and most tiles leave alpha at exactly 1. */
+static __device__ __forceinline__ float mla_lazy_max(float m_run, float tile_max) {
+    return tile_max > m_run + MLA_RESCALE_SLACK ? tile_max : m_run;
 }
 
 /* The max the finalisation normalises with: the splits' max, then the sink. */

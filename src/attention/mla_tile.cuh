@@ -85,6 +85,7 @@
 #include "prim/cp_async.cuh"
 #include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
+#include "prim/named_barrier.cuh"
 
 template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int HC = HC_, MT = MT_, WD = WD_;
@@ -217,10 +218,42 @@ static __device__ __forceinline__ int mla_opaque_tid() {
  * sync for one warp, otherwise named barrier 1 + wd over the group's 32*WH threads. */
 template <class C> static __device__ __forceinline__ void mla_slice_sync(int wd) {
     if (C::WH == 1) __syncwarp();
-    else asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wd), "r"(C::GT) : "memory");
+    else dsv4_bar_sync(1 + wd, C::GT);
 }
 
 static __device__ __forceinline__ uint32_t mla_ld_u32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* Q of token t, heads head0 .. head0 + 16 MT - 1, dims dim0 .. dim0 + 16 KS - 1, as mma A
+ * fragments: a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
+template <int MT, int KS>
+static __device__ __forceinline__ void mla_load_q(uint32_t (&qf)[MT][KS][4], const mla_params_t &p, int t, int head0,
+                                                  int dim0, int lane) {
+    const int g = lane >> 2, tq = lane & 3;
+    const uint16_t *qt = p.q + (int64_t)t * p.q_st;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        /* both rows from the head index: no 64-bit 8 * q_sh to keep (the persistent
+         * prefill kernel spilled it across its tiles) */
+        const uint16_t *r0 = qt + (int64_t)(head0 + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
+        const uint16_t *r1 = qt + (int64_t)(head0 + 16 * mt + g + 8) * p.q_sh + dim0 + 2 * tq;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            qf[mt][ks][0] = mla_ld_u32(r0 + 16 * ks);
+            qf[mt][ks][1] = mla_ld_u32(r1 + 16 * ks);
+            qf[mt][ks][2] = mla_ld_u32(r0 + 16 * ks + 8);
+            qf[mt][ks][3] = mla_ld_u32(r1 + 16 * ks + 8);
+        }
+    }
+}
+
+/* QK's B fragments of keys key0 .. key0 + 15 at dims col0 .. col0 + 15 of a K tile, x4:
+ * (keys 0-7, dims +0), (keys 0-7, +8), (keys 8-15, +0), (keys 8-15, +8). */
+static __device__ __forceinline__ void mla_ld_kfrag(uint32_t (&b)[4], const uint16_t *kt, int key0, int col0,
+                                                    int lane) {
+    const int key = key0 + (lane & 7) + ((lane >> 4) << 3);
+    const int col = col0 + (((lane >> 3) & 1) << 3);
+    dsv4_ldmatrix_x4(b, kt + key * MLA_KSTR + col);
+}
 
 /* [B] partial scores of this warp's heads over its DW dims -> sp (rows = CTA heads). */
 template <class C>
@@ -237,11 +270,8 @@ static __device__ __forceinline__ void mla_qk(const uint32_t (&qf)[C::MT][C::KS]
     for (int ks = 0; ks < C::KS; ++ks) {
 #pragma unroll
         for (int nbp = 0; nbp < C::NBS / 2; ++nbp) {
-            /* x4: (keys 0-7, dims +0), (keys 0-7, +8), (keys 8-15, +0), (keys 8-15, +8) */
-            const int key = 16 * nbp + (lane & 7) + ((lane >> 4) << 3);
-            const int col = dim0 + 16 * ks + (((lane >> 3) & 1) << 3);
             uint32_t b[4];
-            dsv4_ldmatrix_x4(b, kt + key * MLA_KSTR + col);
+            mla_ld_kfrag(b, kt, 16 * nbp, dim0 + 16 * ks, lane);
 #pragma unroll
             for (int mt = 0; mt < C::MT; ++mt) {
                 dsv4_mma_bf16_16816(sacc[mt][2 * nbp], qf[mt][ks], b, sacc[mt][2 * nbp]);
@@ -285,7 +315,7 @@ static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, in
      * than MLA_RESCALE_SLACK, so p <= e^slack and most tiles leave alpha at exactly 1
      * (PV then skips the O rescale). l, acc and the finalisation / merge all use the
      * same reference, so the quotient is unchanged (see the numerics note above). */
-    const float m_new = tmax > m_run + MLA_RESCALE_SLACK ? tmax : m_run;
+    const float m_new = mla_lazy_max(m_run, tmax);
     const float alpha = mla_rescale(m_run, m_new);
     float psum = 0.0f;
     uint32_t packed[C::KPL / 2];
@@ -311,11 +341,12 @@ static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, in
 /* [D] O = O * alpha + P * K over this warp's heads and dims. */
 template <class C>
 static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], const uint16_t *kt,
-                                              const MlaSmemCommon<C> &sm, int hw, int dim0, int lane) {
+                                              const uint16_t (*ps)[MLA_PSTR], const float *alpha, int hw, int dim0,
+                                              int lane) {
     const int g = lane >> 2;
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt) {
-        const float a0 = sm.alpha[hw + 16 * mt + g], a1 = sm.alpha[hw + 16 * mt + g + 8];
+        const float a0 = alpha[hw + 16 * mt + g], a1 = alpha[hw + 16 * mt + g + 8];
         /* The lazy reference max leaves most tiles alone: skip the 4 * NBO
          * multiplies by exactly 1 (a warp-uniform branch). */
         if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
@@ -334,7 +365,7 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
         uint32_t pa[C::MT][4];
 #pragma unroll
         for (int mt = 0; mt < C::MT; ++mt)
-            dsv4_ldmatrix_x4(pa[mt], &sm.ps[hw + 16 * mt + (pl & 15)][16 * kstep + ((pl >> 4) << 3)]);
+            dsv4_ldmatrix_x4(pa[mt], &ps[hw + 16 * mt + (pl & 15)][16 * kstep + ((pl >> 4) << 3)]);
 #pragma unroll
         for (int nbp = 0; nbp < C::NBO / 2; ++nbp) {
             /* x4.trans: (keys 0-7, dims +0), (keys 8-15, +0), (keys 0-7, +8), (keys 8-15, +8) */
@@ -354,15 +385,15 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
 /* Partials or the final bf16 rows of a CTA. The thread's geometry is read afresh
  * (mla_opaque_tid): nothing from before the tile loop has to live through it. */
 template <class C, bool FLAGS>
-static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const MlaSmemCommon<C> &sm,
+static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const float *row_m, const float *row_l,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4]) {
     const int tid = mla_opaque_tid(), g = (tid & 31) >> 2, tq = tid & 3;
     const int hw = (tid >> 5) / C::WD * 16 * C::MT, dim0 = (tid >> 5) % C::WD * C::DW;
     const int head_cta = w.head_cta;
     const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
     if (p.part_acc && tid < C::HC) {
-        p.part_m[part_row0 + tid] = sm.m[tid];
-        p.part_l[part_row0 + tid] = sm.l[tid];
+        p.part_m[part_row0 + tid] = row_m[tid];
+        p.part_l[part_row0 + tid] = row_l[tid];
     }
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
@@ -375,7 +406,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                 for (int nb = 0; nb < C::NBO; ++nb)
                     *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
             } else {
-                const mla_final f = mla_final_single(sm.m[row], sm.l[row], p.sink, head);
+                const mla_final f = mla_final_single(row_m[row], row_l[row], p.sink, head);
                 uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
                 /* One divisor per row and a warp-uniform choice: the 2 * NBO quotients run
                  * 3 FFMAs each instead of __fdiv_rn's inlined fast path, range check and
@@ -496,7 +527,6 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         return;
     }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, tq = lane & 3;
     const int wd = warp % C::WD, hw = (warp / C::WD) * 16 * C::MT, dim0 = wd * C::DW;
     {
         const int head_groups = p.num_heads / C::HC, rest = (int)blockIdx.x / head_groups;
@@ -505,25 +535,12 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     }
     if (C::NW <= 4) /* the 8-warp config spills with it (128-register cap) */
         mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
-    /* Q slice as A fragments, loaded before the barrier (independent of the lists).
-     * a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
+    /* Q slice as A fragments, loaded before the barrier (independent of the lists). */
     uint32_t qf[C::MT][C::KS][4];
     {
         const int head_groups = p.num_heads / C::HC;
         const int t = (int)blockIdx.x / head_groups / p.num_splits, head_cta = ((int)blockIdx.x % head_groups) * C::HC;
-        const uint16_t *qt = p.q + (int64_t)t * p.q_st;
-#pragma unroll
-        for (int mt = 0; mt < C::MT; ++mt) {
-            const uint16_t *r0 = qt + (int64_t)(head_cta + hw + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
-            const uint16_t *r1 = r0 + 8 * p.q_sh;
-#pragma unroll
-            for (int ks = 0; ks < C::KS; ++ks) {
-                qf[mt][ks][0] = mla_ld_u32(r0 + 16 * ks);
-                qf[mt][ks][1] = mla_ld_u32(r1 + 16 * ks);
-                qf[mt][ks][2] = mla_ld_u32(r0 + 16 * ks + 8);
-                qf[mt][ks][3] = mla_ld_u32(r1 + 16 * ks + 8);
-            }
-        }
+        mla_load_q<C::MT, C::KS>(qf, p, t, head_cta + hw, dim0, lane);
     }
     float o[C::MT][C::NBO][4];
 #pragma unroll
@@ -555,13 +572,13 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         __syncthreads(); /* [B] */
         mla_softmax_rows<C>(sm.c, buf, p.scale);
         __syncthreads(); /* [C] */
-        mla_pv<C>(o, kt, sm.c, hw, dim0, lane);
+        mla_pv<C>(o, kt, sm.c.ps, sm.c.alpha, hw, dim0, lane);
     }
 
     /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
      * or the initial values). */
     __syncthreads();
-    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c, w, o);
+    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o);
 }
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:

@@ -45,11 +45,20 @@
 #define MLA_RESCALE_SLACK 8.0f
 #endif
 
-/* Config table: id -> HC, MT, WD. Keep in sync with the kernel instantiations. */
+/* Config table: id -> HC, MT, WD for the engine's configs 1-3 (keep in sync with the
+ * kernel instantiations); config 4 is the warp-specialised prefill kernel
+ * (sparse_mla_prefill_ws_kernel.cu): 32 heads, 4 PV warps + 2 score warps, prefill only. */
+#define MLA_CFG_WS 4
+#define MLA_WS_PV_WARPS 4
+#define MLA_WS_SCORE_WARPS 2
+/* Config 4's CTAs per SM (its __launch_bounds__: 168 registers; 1.75x faster than one
+ * CTA per SM, session 11 run 2). */
+#define MLA_WS_CTAS_PER_SM 2
 #define MLA_CFG_HC(id) ((id) == 1 ? 16 : 32)
 #define MLA_CFG_MT(id) ((id) == 2 ? 2 : 1)
 #define MLA_CFG_WD(id) 4
-#define MLA_CFG_WARPS(id) (MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
+#define MLA_CFG_WARPS(id) \
+    ((id) == MLA_CFG_WS ? MLA_WS_PV_WARPS + MLA_WS_SCORE_WARPS : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 
 #define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
@@ -57,7 +66,12 @@
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
+/* config 4: K tiles, the PV warps' ids, key flags, 2 p slots and alphas, m and l */
+#define MLA_SMEM_PREFILL_WS \
+    (2 * MLA_N * MLA_KSTR * 2 + 4 * 2 * MLA_N * 4 + 2 * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4)
+
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3");
@@ -74,5 +88,9 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3"
  * otherwise 32 heads per CTA with 32-head warps (half the shared-memory traffic per
  * FLOP) whenever 32 divides H. Tuned by the benchmark sweep (docs/attention.md). */
 #define MLA_DECODE_SMALL_T 4
+/* Auto config of prefill when 32 divides H (else config 1). */
+#ifndef MLA_PREFILL_AUTO_CONFIG
+#define MLA_PREFILL_AUTO_CONFIG 4
+#endif
 
 #endif

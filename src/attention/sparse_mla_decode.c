@@ -31,6 +31,8 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
     DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head,
                               d->out_stride_token, d->out_stride_head, d->scale, d->config, geom));
+    if (d->config == MLA_CFG_WS)
+        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %d is the prefill-only kernel", MLA_CFG_WS);
     DSV4_TRY(check_list("main", &d->main));
     DSV4_TRY(dsv4_check_range(OP, "has_extra", d->has_extra, 0, 1));
     if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra));

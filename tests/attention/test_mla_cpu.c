@@ -300,7 +300,7 @@ static void test_plan(th_ctx_t *t) {
     pd.width = 640;
     dsv4_sparse_mla_plan_t p;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
-    TH_CHECK(t, p.config == 2 && p.heads_per_cta == 32 && p.warps == 4 && p.num_splits == 1 && p.ctas == 8192,
+    TH_CHECK(t, p.config == 4 && p.heads_per_cta == 32 && p.warps == 6 && p.num_splits == 1 && p.ctas == 8192,
              "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config,
              (long long)p.heads_per_cta, (long long)p.warps, (long long)p.ctas);
     pd.num_heads = 16;
