@@ -233,6 +233,18 @@ void test_gpu_decode_large_t(th_ctx_t *t) {
     decode_case(t, &c2, opts, TH_COUNT(opts), 12);
 }
 
+/* Under compute-sanitizer racecheck (scripts/gpu_check.sh sets DSV4_RACECHECK) the
+ * warp-specialised prefill kernel (config 4, also the auto choice) is left out: racecheck
+ * reports every bar.arrive -> bar.sync handoff as a hazard, correctly ordered ones too
+ * (tools/racecheck_arrive_repro.cu: a two-warp handoff, 7 hazards, none with bar.sync on
+ * both sides). memcheck and synccheck run it. */
+static int racecheck_skips(int planned_config) {
+    static int said;
+    if (planned_config != 4 || !getenv("DSV4_RACECHECK")) return 0;
+    if (!said++) printf("  note: racecheck run: prefill config 4 left out (bar.arrive handoffs, see test_mla_gpu.c)\n");
+    return 1;
+}
+
 static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *configs, int ncfg, int sample,
                          double *max_err) {
     char cs[256], what[320];
@@ -253,6 +265,7 @@ static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *co
         desc.config = configs[i];
         dsv4_sparse_mla_plan_t p;
         TH_OK(t, dsv4_sparse_mla_prefill_plan(&desc, &p));
+        if (racecheck_skips((int)p.config)) continue;
         snprintf(what, sizeof what, "prefill %s | config %lld (%lld heads/CTA, %lld warps)", cs, (long long)p.config,
                  (long long)p.heads_per_cta, (long long)p.warps);
         if (!mla_prefill_gpu(t, &d, &g, &desc, out)) continue;
@@ -365,8 +378,10 @@ void test_gpu_determinism(th_ctx_t *t) {
     mla_prefill_upload(&pd, &pg);
     const size_t pn = (size_t)pc.T * pc.H * 512;
     a = malloc(pn * 2), b = malloc(pn * 2);
-    mla_prefill_gpu(t, &pd, &pg, &pd.desc, a);
-    mla_prefill_gpu(t, &pd, &pg, &pd.desc, b);
+    dsv4_sparse_mla_prefill_desc_t pdesc = pd.desc; /* auto: config 4, except under racecheck */
+    if (racecheck_skips(4)) pdesc.config = 2;
+    mla_prefill_gpu(t, &pd, &pg, &pdesc, a);
+    mla_prefill_gpu(t, &pd, &pg, &pdesc, b);
     TH_CHECK(t, memcmp(a, b, pn * 2) == 0, "prefill: two runs differ");
     mla_prefill_dev_free(&pg);
     mla_prefill_free(&pd);
