@@ -223,6 +223,16 @@ template <class C> static __device__ __forceinline__ void mla_slice_sync(int wd)
 
 static __device__ __forceinline__ uint32_t mla_ld_u32(const uint16_t *p) { return *(const uint32_t *)p; }
 
+/* Zero a block of mma accumulator fragments. */
+template <int A, int B> static __device__ __forceinline__ void mla_zero(float (&x)[A][B][4]) {
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) x[a][b][i] = 0.0f;
+}
+
 /* Q of token t, heads head0 .. head0 + 16 MT - 1, dims dim0 .. dim0 + 16 KS - 1, as mma A
  * fragments: a0 = (row g, cols 2tq..), a1 = row g+8, a2/a3 = cols +8. */
 template <int MT, int KS>
@@ -232,8 +242,7 @@ static __device__ __forceinline__ void mla_load_q(uint32_t (&qf)[MT][KS][4], con
     const uint16_t *qt = p.q + (int64_t)t * p.q_st;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-        /* both rows from the head index: no 64-bit 8 * q_sh to keep (the persistent
-         * prefill kernel spilled it across its tiles) */
+        /* both rows from their head index: no 64-bit 8 * q_sh held across a caller's loop */
         const uint16_t *r0 = qt + (int64_t)(head0 + 16 * mt + g) * p.q_sh + dim0 + 2 * tq;
         const uint16_t *r1 = qt + (int64_t)(head0 + 16 * mt + g + 8) * p.q_sh + dim0 + 2 * tq;
 #pragma unroll
@@ -260,12 +269,7 @@ template <class C>
 static __device__ __forceinline__ void mla_qk(const uint32_t (&qf)[C::MT][C::KS][4], const uint16_t *kt,
                                               float (*sp)[MLA_SSTR], int hw, int dim0, int lane) {
     float sacc[C::MT][C::NBS][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nb = 0; nb < C::NBS; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) sacc[mt][nb][i] = 0.0f;
+    mla_zero(sacc);
 #pragma unroll
     for (int ks = 0; ks < C::KS; ++ks) {
 #pragma unroll
@@ -543,12 +547,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         mla_load_q<C::MT, C::KS>(qf, p, t, head_cta + hw, dim0, lane);
     }
     float o[C::MT][C::NBO][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nb = 0; nb < C::NBO; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) o[mt][nb][i] = 0.0f;
+    mla_zero(o);
 
     if (tid < C::HC) { /* the running softmax state of each head row */
         sm.c.m[tid] = -FLT_MAX;

@@ -1,6 +1,7 @@
 /*
- * Sparse MLA prefill, config 4: a persistent, warp-specialised CTA (same formula and
- * semantics as sparse_mla_prefill_kernel.cu; spec/sparse-mla.md section 3).
+ * Sparse MLA prefill, config 4 (the auto choice): a warp-specialised CTA (same formula
+ * and semantics as sparse_mla_prefill_kernel.cu; spec/sparse-mla.md section 3).
+ * H200: 29-35% of mma.sync against config 2's 22-25% (docs/attention.md, session 11).
  *
  * Why a second decomposition. The engine of mla_tile.cuh splits every product over 4
  * dim-slice warps, so a tile's scores need a CTA-wide reduction and softmax between QK
@@ -9,15 +10,15 @@
  * session 10's barrier ablation). Here the roles are split so that QK of tile i + 1
  * runs while PV of tile i does:
  *
- *   score warps (warps 4, 5): warp 4 + q owns heads 16q .. 16q + 15 of the item's 32 and
+ *   score warps (warps 4, 5): warp 4 + q owns heads 16q .. 16q + 15 of the CTA's 32 and
  *     all 512 dims. Its Q (16 x 512 bf16) stays in registers as A fragments (128 regs),
  *     so a tile's scores come out of one warp's mma chains: no partial-score buffer, no
  *     CTA reduction. The online softmax runs in registers (4 lanes per head row, a quad
  *     shuffle for the max); the warp publishes bf16 p and alpha for its 16 rows.
  *   PV warps (warps 0-3): warp wd owns all 32 heads and dims wd*128 .. +127 of O (128
  *     fp32 regs) and is slice group wd of mla_prefill_rows.cuh: it copies its dims of
- *     each key row (tile g + 2 right after its PV of tile g, into the buffer tile g
- *     leaves) and fetches the ids of tile g + 3.
+ *     each key row (tile i + 2 right after its PV of tile i, into the buffer tile i
+ *     leaves) and fetches the ids of tile i + 3.
  *
  * Per tile i (buffer b = i & 1), named barriers (prim/named_barrier.cuh), 192 threads:
  *   KFULL[b]: PV warps arrive once their copies of tile i have landed (and tile i's key
@@ -29,7 +30,9 @@
  * rewritten (tile i + 2) only after KFULL of tile i + 2, which PV warps arrive after
  * their PV of tile i. FINAL: score warps arrive after publishing each row's m and l;
  * PV warps wait, then write the output with the engine's epilogue (same finalisation
- * and division code, mla_softmax.cuh).
+ * and division code, mla_softmax.cuh). compute-sanitizer racecheck cannot follow an
+ * arrive -> sync handoff and reports these as hazards (tools/racecheck_arrive_repro.cu);
+ * memcheck and synccheck run this kernel.
  *
  * One (token, 32-head group) per CTA, head group fastest. A persistent version (each CTA
  * walking items c, c + G, ... with its copies running ahead across item boundaries, so
@@ -83,12 +86,7 @@ static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32]
                                                      float (&s)[2][4], int lane) {
     constexpr int NC = MLA_WS_QK_CHAINS;
     float acc[NC][2][4];
-#pragma unroll
-    for (int c = 0; c < NC; ++c)
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[c][nb][i] = 0.0f;
+    mla_zero(acc);
 #pragma unroll
     for (int ks = 0; ks < 32; ++ks) {
         uint32_t b[4];
@@ -199,12 +197,7 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Mla
                                                       int lane) {
     typedef MlaWsPv C;
     float o[C::MT][C::NBO][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nb = 0; nb < C::NBO; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) o[mt][nb][i] = 0.0f;
+    mla_zero(o);
     const int ntiles = (w.n + MLA_N - 1) / MLA_N;
     MlaPrefillProd::start<C>(p, w, sm, ntiles, wd); /* tiles 0 and 1, the ids of tile 2 */
     if (ntiles > 0) {
