@@ -66,9 +66,9 @@
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
-/* config 4: K tiles, the PV warps' ids, key flags, 2 p slots and alphas, m and l, 2 mbarriers */
+/* config 4: K tiles, the PV warps' ids, key flags, 2 p slots and alphas, m and l */
 #define MLA_SMEM_PREFILL_WS \
-    (2 * MLA_N * MLA_KSTR * 2 + 4 * 2 * MLA_N * 4 + 2 * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4 + 16)
+    (2 * MLA_N * MLA_KSTR * 2 + 4 * 2 * MLA_N * 4 + 2 * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");

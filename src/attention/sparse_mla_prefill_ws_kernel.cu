@@ -55,7 +55,6 @@
 
 #include "attention/mla_prefill_rows.cuh"
 #include "common/error.h"
-#include "prim/mbarrier.cuh"
 #include "prim/named_barrier.cuh"
 
 /* Interleaved accumulator chains per score fragment (the mma latency is several times
@@ -67,7 +66,7 @@
 typedef MlaCfg<32, 2, 4> MlaWsPv; /* the PV warps' geometry: 32 heads x 128 dims each */
 
 enum { MLA_WS_THREADS = 32 * (MLA_WS_PV_WARPS + MLA_WS_SCORE_WARPS) };
-enum { MLA_WS_BAR_PREADY = 1, MLA_WS_BAR_FINAL = 3 }; /* + buffer */
+enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5 }; /* + buffer */
 
 struct MlaWsSmem {
     uint16_t k[2][MLA_N][MLA_KSTR];
@@ -77,7 +76,6 @@ struct MlaWsSmem {
         uint16_t ps[2][MlaWsPv::HC][MLA_PSTR] __attribute__((aligned(16)));
         float alpha[2][MlaWsPv::HC];
         float m[MlaWsPv::HC], l[MlaWsPv::HC];
-        uint64_t full[2]; /* KFULL: phase k of full[b] = tile b + 2k landed (prim/mbarrier.cuh) */
     } c;
 };
 static_assert(sizeof(MlaWsSmem) == MLA_SMEM_PREFILL_WS, "sparse_mla_config.h's budget line is stale");
@@ -144,8 +142,8 @@ static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], Ml
 template <int BUF>
 static __device__ __forceinline__ void mla_ws_score_tile(const mla_params_t &p, MlaWsSmem &sm,
                                                          const uint32_t (&qf)[1][32][4], int q, float (&m)[2],
-                                                         float (&l)[2], int i, int lane) {
-    dsv4_mbar_wait(&sm.c.full[BUF], (i >> 1) & 1);
+                                                         float (&l)[2], int lane) {
+    dsv4_bar_sync<MLA_WS_BAR_KFULL + BUF>(MLA_WS_THREADS);
     float s[2][4];
     mla_ws_scores(qf, &sm.k[BUF][0][0], s, lane);
     mla_ws_softmax(s, sm, BUF, 16 * q, m, l, p.scale, lane);
@@ -160,8 +158,8 @@ static __device__ __forceinline__ void mla_ws_score_warp(const mla_params_t &p, 
     float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
     const int ntiles = (w.n + MLA_N - 1) / MLA_N;
     for (int i = 0; i < ntiles; i += 2) {
-        mla_ws_score_tile<0>(p, sm, qf, q, m, l, i, lane);
-        if (i + 1 < ntiles) mla_ws_score_tile<1>(p, sm, qf, q, m, l, i + 1, lane);
+        mla_ws_score_tile<0>(p, sm, qf, q, m, l, lane);
+        if (i + 1 < ntiles) mla_ws_score_tile<1>(p, sm, qf, q, m, l, lane);
     }
     const int g = lane >> 2;
 #pragma unroll
@@ -176,18 +174,6 @@ static __device__ __forceinline__ void mla_ws_score_warp(const mla_params_t &p, 
     dsv4_bar_arrive<MLA_WS_BAR_FINAL>(MLA_WS_THREADS);
 }
 
-/* Slice group wd's copies of tile k into buffer BUF, and its arrivals on full[BUF]: the
- * copies' completion and, in program order, this thread's earlier shared accesses (the
- * key flags, the PV reads of the buffer's previous p slot). The PV warps never wait for
- * their own copies: the score warps do, on the mbarrier. */
-template <int BUF>
-static __device__ __forceinline__ void mla_ws_issue(const mla_params_t &p, MlaWsSmem &sm, int k, int wd) {
-    MlaPrefillProd::issue<MlaWsPv>(p, sm, k, BUF, wd);
-    dsv4_mbar_arrive_copies(&sm.c.full[BUF]);
-    dsv4_mbar_arrive(&sm.c.full[BUF]);
-    dsv4_cp_async_commit();
-}
-
 /* PV warp tile i in buffer BUF = i & 1; then the copies of tile i + 2 into it. */
 template <int BUF>
 static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, MlaWsSmem &sm, const MlaWork &w,
@@ -197,14 +183,12 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Mla
     dsv4_bar_sync<MLA_WS_BAR_PREADY + BUF>(MLA_WS_THREADS);
     mla_pv<C>(o, &sm.k[BUF][0][0], sm.c.ps[BUF], sm.c.alpha[BUF], 0, wd * C::DW, lane);
     if (i + 2 < ntiles) {
-        /* Commit groups alternate ids (A) and rows (B): A of tile i + 3 now, then waiting
-         * for all but the two newest groups lands A of tile i + 2 (fetched a tile ago)
-         * without waiting for the rows of tile i + 1. */
+        __syncwarp(); /* every lane's ldmatrix of this slice before the copies overwrite it */
+        MlaPrefillProd::issue<C>(p, sm, i + 2, BUF, wd);
         if (i + 3 < ntiles) MlaPrefillProd::fetch_ids<C>(p, w, sm, i + 3, wd);
         dsv4_cp_async_commit();
-        dsv4_cp_async_wait<2>();
-        __syncwarp(); /* the ids, and every lane's ldmatrix of this slice before the copies overwrite it */
-        mla_ws_issue<BUF>(p, sm, i + 2, wd);
+        dsv4_cp_async_wait<0>();
+        dsv4_bar_arrive<MLA_WS_BAR_KFULL + BUF>(MLA_WS_THREADS);
     }
 }
 
@@ -215,23 +199,19 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Mla
     float o[C::MT][C::NBO][4];
     mla_zero(o);
     const int ntiles = (w.n + MLA_N - 1) / MLA_N;
-    /* The ids of tiles 0 and 1 (one round trip), the rows of tile 0, then the groups the
-     * loop expects: ids of tile 2 (A), rows of tile 1 (B). */
-    MlaPrefillProd::fetch_ids<C>(p, w, sm, 0, wd);
-    MlaPrefillProd::fetch_ids<C>(p, w, sm, 1, wd);
-    dsv4_cp_async_commit();
-    dsv4_cp_async_wait<0>();
-    __syncwarp();
-    if (ntiles > 0) mla_ws_issue<0>(p, sm, 0, wd);
-    __syncwarp(); /* slot 0 read by every lane before tile 2's ids refill it */
-    if (ntiles > 2) MlaPrefillProd::fetch_ids<C>(p, w, sm, 2, wd);
-    dsv4_cp_async_commit();
-    if (ntiles > 1) mla_ws_issue<1>(p, sm, 1, wd);
+    MlaPrefillProd::start<C>(p, w, sm, ntiles, wd); /* tiles 0 and 1, the ids of tile 2 */
+    if (ntiles > 0) {
+        dsv4_cp_async_wait<1>();
+        dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(MLA_WS_THREADS);
+    }
+    if (ntiles > 1) {
+        dsv4_cp_async_wait<0>();
+        dsv4_bar_arrive<MLA_WS_BAR_KFULL + 1>(MLA_WS_THREADS);
+    }
     for (int i = 0; i < ntiles; i += 2) {
         mla_ws_pv_tile<0>(p, sm, w, o, i, ntiles, wd, lane);
         if (i + 1 < ntiles) mla_ws_pv_tile<1>(p, sm, w, o, i + 1, ntiles, wd, lane);
     }
-    dsv4_cp_async_wait<0>(); /* (landed already: the score warps waited for every tile) */
     dsv4_bar_sync<MLA_WS_BAR_FINAL>(MLA_WS_THREADS);
     mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o);
 }
@@ -242,11 +222,7 @@ __global__ void __launch_bounds__(MLA_WS_THREADS, MLA_WS_CTAS_PER_SM) mla_prefil
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int head_groups = p.num_heads / MlaWsPv::HC;
     const int t = (int)blockIdx.x / head_groups, head_cta = ((int)blockIdx.x % head_groups) * MlaWsPv::HC;
-    if (threadIdx.x == 0) {
-        w = mla_work(p, t, 0, head_cta);
-        dsv4_mbar_init(&sm.c.full[0], 32 * MLA_WS_PV_WARPS); /* one arrival per PV thread (and its copies) */
-        dsv4_mbar_init(&sm.c.full[1], 32 * MLA_WS_PV_WARPS);
-    }
+    if (threadIdx.x == 0) w = mla_work(p, t, 0, head_cta);
     if (warp < MLA_WS_PV_WARPS) mla_prefetch_id_rows<MlaWsPv>(p, t);
     __syncthreads(); /* w */
     if (warp < MLA_WS_PV_WARPS) {
