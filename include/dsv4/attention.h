@@ -217,7 +217,8 @@ typedef struct dsv4_sparse_mla_prefill_args {
     double *ref_lse;          /* reference only, optional: [T, H]                         */
 } dsv4_sparse_mla_prefill_args_t;
 
-/* Prefill never splits: plan.num_splits = 1, merge = 0, workspace 0. */
+/* Prefill never splits: plan.num_splits = 1, merge = 0, workspace 0. Config 0 picks 4
+ * when 32 divides H, else 1. */
 dsv4_status_t dsv4_sparse_mla_prefill_check(const dsv4_sparse_mla_prefill_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_prefill_plan(const dsv4_sparse_mla_prefill_desc_t *desc,
                                            dsv4_sparse_mla_plan_t *plan);
