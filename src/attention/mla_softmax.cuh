@@ -37,6 +37,16 @@ static __device__ __forceinline__ float mla_lazy_max(float m_run, float tile_max
     return tile_max > m_run + MLA_RESCALE_SLACK ? tile_max : m_run;
 }
 
+/* p = e^(s - m) of a key against the row's reference max; 0 for an invalid key. */
+static __device__ __forceinline__ float mla_prob(float s, float m, bool valid) {
+    return valid ? __expf(__fsub_rn(s, m)) : 0.0f;
+}
+
+/* The row's running sum after a tile: l * alpha + the tile's sum of p. */
+static __device__ __forceinline__ float mla_running_sum(float l, float alpha, float psum) {
+    return __fadd_rn(__fmul_rn(l, alpha), psum);
+}
+
 /* The max the finalisation normalises with: the splits' max, then the sink. */
 static __device__ __forceinline__ float mla_sink_max(float m, const float *sink, int head) {
     return sink ? fmaxf(m, sink[head]) : m;

@@ -325,8 +325,7 @@ static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, in
     uint32_t packed[C::KPL / 2];
 #pragma unroll
     for (int k = 0; k < C::KPL; k += 2) {
-        const float p0 = valid[k] ? __expf(__fsub_rn(s[k], m_new)) : 0.0f;
-        const float p1 = valid[k + 1] ? __expf(__fsub_rn(s[k + 1], m_new)) : 0.0f;
+        const float p0 = mla_prob(s[k], m_new, valid[k]), p1 = mla_prob(s[k + 1], m_new, valid[k + 1]);
         psum = __fadd_rn(__fadd_rn(psum, p0), p1);
         packed[k / 2] = dsv4_pack_bf16x2(p0, p1);
     }
@@ -338,7 +337,7 @@ static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, in
     if (k0 == 0) {
         sm.alpha[row] = alpha;
         sm.m[row] = m_new;
-        sm.l[row] = __fadd_rn(__fmul_rn(l_run, alpha), psum);
+        sm.l[row] = mla_running_sum(l_run, alpha, psum);
     }
 }
 

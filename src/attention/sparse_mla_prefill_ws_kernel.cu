@@ -126,9 +126,9 @@ static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], Ml
         const float m_new = mla_lazy_max(m[h], tmax), alpha = mla_rescale(m[h], m_new);
         float pr[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) pr[k] = ok[k] ? __expf(__fsub_rn(v[k], m_new)) : 0.0f;
+        for (int k = 0; k < 4; ++k) pr[k] = mla_prob(v[k], m_new, ok[k]);
         const float psum = __fadd_rn(__fadd_rn(__fadd_rn(pr[0], pr[1]), pr[2]), pr[3]);
-        l[h] = __fadd_rn(__fmul_rn(l[h], alpha), psum);
+        l[h] = mla_running_sum(l[h], alpha, psum);
         m[h] = m_new;
         const int row = row0 + g + 8 * h;
         *(uint32_t *)&sm.c.ps[buf][row][2 * tq] = dsv4_pack_bf16x2(pr[0], pr[1]);
