@@ -462,6 +462,10 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S3", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S4", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg3_S3", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S1", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S2", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S3", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S4", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S8", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S16", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21", run_decode},
@@ -472,5 +476,7 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S32", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21", run_decode},
     {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21_merge1", run_decode},
+    {"sparse_mla_decode", "T8_H32_w128+512_cfg4_S21", run_decode},
+    {"sparse_mla_decode", "T8_H32_w128+512_cfg4_S8", run_decode},
 };
 const int bench_attention_count = (int)(sizeof bench_attention_cases / sizeof bench_attention_cases[0]);

@@ -51,8 +51,9 @@
  *   1  16 heads per CTA, 4 warps (each: 16 heads x 128 dims)
  *   2  32 heads per CTA, 4 warps (each: 32 heads x 128 dims)
  *   3  32 heads per CTA, 8 warps (each: 16 heads x 128 dims)
- *   4  prefill only: 32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads
- *      x 512 dims, 4 PV warps of 32 heads x 128 dims); decode -> DSV4_STATUS_UNSUPPORTED
+ *   4  32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads x 512 dims,
+ *      4 PV warps of 32 heads x 128 dims); decode partials always merge in a second
+ *      launch (plan.merge 1)
  * All use tiles of 16 keys and at most 48 KB of shared memory per CTA.
  */
 #ifndef DSV4_ATTENTION_H

@@ -157,7 +157,7 @@ def test_sparse_mla_decode_configs_and_splits(gpu, rng):
                for r in [sm.decode_rows(c["cs"], c["P_s"], c["mi"][t], c["ml"][t]),
                          sm.decode_rows(c["cc"], c["P_c"], c["ei"][t], c["el"][t])] if len(r))
     outs = {}
-    for config in (0, 1, 2, 3):
+    for config in (0, 1, 2, 3, 4):
         for splits in (0, 1, 2, 4, 16):
             out = gpu.get(run_decode(gpu, c, config=config, num_splits=splits))
             _within_tolerance(out, ref, maxk, f"decode config={config} num_splits={splits}")
@@ -178,7 +178,7 @@ def test_sparse_mla_decode_heads(gpu, rng, H):
     _within_tolerance(gpu.get(run_decode(gpu, c)), want, maxk, f"decode H={H}")
 
 
-@pytest.mark.parametrize("H,config", [(64, 0), (32, 0), (16, 0), (64, 1), (64, 3)])
+@pytest.mark.parametrize("H,config", [(64, 0), (32, 0), (16, 0), (64, 1), (64, 2), (64, 3)])
 def test_sparse_mla_prefill(gpu, rng, H, config):
     from test_attention import prefill_case, prefill_model
 

@@ -48,8 +48,9 @@ typedef struct mla_params {
  * CTAs, then (decode with part_flags) the merge CTAs of mla_merge.cuh. */
 dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
-/* Config 4 of prefill (sparse_mla_prefill_ws_kernel.cu). */
+/* Config 4 (mla_ws.cuh): sparse_mla_prefill_ws_kernel.cu, sparse_mla_decode_ws_kernel.cu. */
 dsv4_status_t mla_launch_prefill_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
+dsv4_status_t mla_launch_decode_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 /* Launch the split merge: T * H CTAs reading p->part_*, writing p->out. */
 dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream);
 

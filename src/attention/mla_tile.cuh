@@ -466,7 +466,8 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
 /* Row sources converted once per CTA into a ring of AHEAD + 1 slots ("Row sources" at
  * the top; decode, whose slot -> record math and L2 prefetch are worth doing once per
  * CTA, not once per slice group). Prod provides AHEAD, convert() and issue() (slice group
- * wd's cp.async of a ring slot into buffer `buf`; group 0 also sets meta[buf]); its Smem
+ * wd's cp.async of a ring slot into buffer `buf`; group 0 also sets the key flags of the
+ * meta slot it is given, here `buf`); its Smem
  * the ring `src` and `ids[2][N]`. start() converts tiles 0 .. AH-1 (their ids by plain
  * loads: nothing is in flight yet), fetches the ids of tile AH by cp.async (they land
  * with tile 0) and issues tiles 0 and 1; step(i) issues tile i+1 from its slot, converts
@@ -492,9 +493,9 @@ template <class Prod> struct MlaRingRows {
             mla_key_id_async(p, w, AH * C::N + crow, &sm.ids[AH & 1][crow]);
         }
         __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
-        if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd);
+        if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd, 0);
         dsv4_cp_async_commit();
-        if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd);
+        if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd, 1);
         dsv4_cp_async_commit();
     }
 
@@ -502,7 +503,7 @@ template <class Prod> struct MlaRingRows {
     static __device__ __forceinline__ void step(const mla_params_t &p, const MlaWork &w, Smem &sm, int i, int ntiles,
                                                 int wd) {
         constexpr int AH = Prod::AHEAD, R = AH + 1;
-        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, (i & 1) ^ 1, wd);
+        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, (i & 1) ^ 1, wd, (i & 1) ^ 1);
         if ((threadIdx.x & 31) < C::N / C::NW) {
             const int k = i + AH, crow = converter_row<C>(); /* its ids arrived with the wait of [A] */
             if (k < ntiles) {

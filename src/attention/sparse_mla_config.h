@@ -66,11 +66,16 @@
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
-/* config 4: K tiles, the PV warps' ids, key flags, 2 p slots and alphas, m and l */
-#define MLA_SMEM_PREFILL_WS \
-    (2 * MLA_N * MLA_KSTR * 2 + 4 * 2 * MLA_N * 4 + 2 * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4)
+/* config 4 (mla_ws.cuh): K tiles, key flags in M slots, 2 p slots and alphas, m and l;
+ * prefill: the PV warps' ids; decode: one raw record stage, its scale words, the row
+ * ring and the ids of the next tile to convert */
+#define MLA_SMEM_WS(meta) (2 * MLA_N * MLA_KSTR * 2 + (meta) * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4)
+#define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(2) + 4 * 2 * MLA_N * 4)
+#define MLA_SMEM_DECODE_WS \
+    (MLA_SMEM_WS(2) + MLA_N * 576 + 4 * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS, "sparse_mla decode config 4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");

@@ -31,8 +31,6 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
     DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head,
                               d->out_stride_token, d->out_stride_head, d->scale, d->config, geom));
-    if (d->config == MLA_CFG_WS)
-        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %d is the prefill-only kernel", MLA_CFG_WS);
     DSV4_TRY(check_list("main", &d->main));
     DSV4_TRY(dsv4_check_range(OP, "has_extra", d->has_extra, 0, 1));
     if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra));
@@ -74,8 +72,10 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     /* Partials: the merge CTAs go into the attention launch when they fit one wave beside
      * it at the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
      * CTA's): then they overlap the last splits and the second launch is saved. Without
-     * an SM count (explicit num_splits, no device) the second launch. */
-    p->merge = S > 1 || d->force_merge ? (mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm ? 2 : 1) : 0;
+     * an SM count (explicit num_splits, no device) the second launch; config 4 has no
+     * merge CTAs (mla_ws.cuh), always the second launch. */
+    const int appended = config != MLA_CFG_WS && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
+    p->merge = S > 1 || d->force_merge ? (appended ? 2 : 1) : 0;
     const int64_t grid = launch_ctas(p, T, H);
     if (grid > INT32_MAX)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP, "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1",
@@ -133,7 +133,9 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
         k.part_l = k.part_m + rows;
         if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
     }
-    DSV4_TRY(mla_launch_decode((int)p.config, &k, launch_ctas(&p, desc->num_tokens, desc->num_heads), stream));
+    const int64_t ctas = launch_ctas(&p, desc->num_tokens, desc->num_heads);
+    DSV4_TRY(p.config == MLA_CFG_WS ? mla_launch_decode_ws(&k, ctas, stream)
+                                    : mla_launch_decode((int)p.config, &k, ctas, stream));
     if (p.merge == 1) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }

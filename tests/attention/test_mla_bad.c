@@ -76,7 +76,7 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 35: c->ws = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "workspace"; return 1;
     case 36: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 37: c->d.main.cache.page_tokens = -32, *field = "main.cache.page_tokens"; return 1;
-    case 38: c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1; /* prefill-only */
+    case 38: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
     default: return 0;
     }
 }

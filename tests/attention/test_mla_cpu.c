@@ -258,6 +258,11 @@ static void test_plan(th_ctx_t *t) {
         {64, 64, 128, 512, 132, 1, 0, 3, 3, 1, 0},
         {64, 64, 128, 512, 132, 1, 1, 0, 2, 1, 1},
         {64, 64, 128, 512, 132, 16, 0, 1, 1, 16, 1},
+        /* config 4 has no merge CTAs: a second launch even where they would fit (T = 8) */
+        {64, 64, 128, 512, 132, 0, 0, 4, 4, 2, 1},
+        {8, 32, 128, 512, 132, 0, 0, 4, 4, 21, 1},
+        {64, 64, 128, 512, 132, 1, 1, 4, 4, 1, 1},
+        {384, 64, 128, 512, 132, 0, 0, 4, 4, 1, 0},
     };
     for (int i = 0; i < TH_COUNT(cases); ++i) {
         dsv4_sparse_mla_decode_desc_t d = plan_desc(cases[i].T, cases[i].H, cases[i].mw, cases[i].ew);

@@ -18,6 +18,18 @@ typedef struct {
     int force_merge;
 } run_opts_t;
 
+/* Under compute-sanitizer racecheck (scripts/gpu_check.sh sets DSV4_RACECHECK) the
+ * warp-specialised kernels (config 4, prefill's auto choice) are left out: racecheck
+ * reports every bar.arrive -> bar.sync handoff as a hazard, correctly ordered ones too
+ * (tools/racecheck_arrive_repro.cu: a two-warp handoff, 7 hazards, none with bar.sync on
+ * both sides). memcheck and synccheck run it. */
+static int racecheck_skips(int planned_config) {
+    static int said;
+    if (planned_config != 4 || !getenv("DSV4_RACECHECK")) return 0;
+    if (!said++) printf("  note: racecheck run: config 4 left out (bar.arrive handoffs, see test_mla_gpu.c)\n");
+    return 1;
+}
+
 /* One decode case under each option set, all checked against one reference. */
 static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_t *opts, int nopts, int sample) {
     char cs[320], what[400];
@@ -41,6 +53,7 @@ static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_
         desc.force_merge = opts[i].force_merge;
         dsv4_sparse_mla_plan_t p;
         TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
+        if (racecheck_skips((int)p.config)) continue;
         snprintf(what, sizeof what, "decode %s | config %lld (%lld heads/CTA, %lld warps) S=%lld merge=%d", cs,
                  (long long)p.config, (long long)p.heads_per_cta, (long long)p.warps, (long long)p.num_splits,
                  p.merge);
@@ -56,7 +69,7 @@ static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_
     mla_decode_free(&d);
 }
 
-static const run_opts_t all_configs[] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}};
+static const run_opts_t all_configs[] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}};
 
 void test_gpu_decode_random(th_ctx_t *t) {
     /* T, H, main(width, P, pages), extra(width, P, pages), lens, sink, q_scale, dups, nan, pad */
@@ -86,20 +99,22 @@ void test_gpu_decode_edges(th_ctx_t *t) {
         /* Everything duplicated a lot, window shorter than W. */
         {4, 16, 37, 32, 2, 100, 64, 2, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0},
     };
-    const run_opts_t opts[] = {{0, 1, 0}, {0, 4, 0}, {1, 3, 0}, {2, 1, 1}};
+    const run_opts_t opts[] = {{0, 1, 0}, {0, 4, 0}, {1, 3, 0}, {2, 1, 1}, {4, 3, 0}, {4, 1, 1}};
     for (int i = 0; i < TH_COUNT(cases); ++i) decode_case(t, &cases[i], opts, TH_COUNT(opts), 0);
 }
 
 void test_gpu_decode_splits(th_ctx_t *t) {
     const mla_decode_case_t c = {3, 64, 128, 32, 24, 512, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
     const run_opts_t opts[] = {{0, 1, 0}, {0, 2, 0}, {0, 4, 0},  {0, 16, 0}, {0, 32, 0},
-                               {1, 16, 0}, {3, 2, 0}, {2, 16, 0}, {1, 1, 1}};
+                               {1, 16, 0}, {3, 2, 0}, {2, 16, 0}, {1, 1, 1}, {4, 2, 0}, {4, 16, 0}};
     decode_case(t, &c, opts, TH_COUNT(opts), 0);
 }
 
 /* Raw partials of S = 4 against the reference on each split's sub-lists: o = acc / l and
- * lse = m + ln l (the spec's normalised form), split geometry c = ceil(len / S). */
-void test_gpu_decode_partials(th_ctx_t *t) {
+ * lse = m + ln l (the spec's normalised form), split geometry c = ceil(len / S); for the
+ * engine (config 2) and the warp-specialised kernel (config 4). */
+static void decode_partials(th_ctx_t *t, int config) {
+    th_note(t, "decode partials, config %d (failures below are this config's)", config);
     const mla_decode_case_t c = {3, 32, 128, 32, 24, 512, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
     const int S = 4, T = c.T, H = c.H;
     mla_decode_data_t d;
@@ -108,7 +123,7 @@ void test_gpu_decode_partials(th_ctx_t *t) {
     mla_decode_upload(&d, &g);
     dsv4_sparse_mla_decode_desc_t desc = d.desc;
     desc.num_splits = S;
-    desc.config = 2;
+    desc.config = config;
     uint16_t *out = malloc((size_t)T * H * 512 * 2);
     float *ws = NULL;
     size_t ws_bytes = 0;
@@ -165,13 +180,19 @@ void test_gpu_decode_partials(th_ctx_t *t) {
                     worst_o = fmax(worst_o, e);
                 }
             }
-        th_note(t, "split %d of %d: max |acc/l - ref| %.3e, max |lse - ref| %.3e", s, S, worst_o, worst_lse);
+        th_note(t, "config %d, split %d of %d: max |acc/l - ref| %.3e, max |lse - ref| %.3e", config, s, S, worst_o,
+                worst_lse);
         free(ref), free(lse), free(ids[0]), free(ids[1]), free(lens[0]), free(lens[1]);
     }
     free(ws);
     free(out);
     mla_decode_dev_free(&g);
     mla_decode_free(&d);
+}
+
+void test_gpu_decode_partials(th_ctx_t *t) {
+    decode_partials(t, 2);
+    if (!racecheck_skips(4)) decode_partials(t, 4);
 }
 
 /* S = 1: the direct bf16 write and partial + merge give identical bits, per config,
@@ -192,14 +213,14 @@ void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
         mla_decode_upload(&d, &g);
         const size_t n = (size_t)c->T * c->H * 512;
         uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
-        for (int cfg = 1; cfg <= 3; ++cfg) { /* config 4 is prefill-only */
-            if (c->H % (cfg == 1 ? 16 : 32)) continue;
+        for (int cfg = 1; cfg <= 4; ++cfg) {
+            if (c->H % (cfg == 1 ? 16 : 32) || racecheck_skips(cfg)) continue;
             dsv4_sparse_mla_decode_desc_t desc = d.desc;
             desc.config = cfg;
             desc.num_splits = 1;
             mla_decode_gpu(t, &d, &g, &desc, a, NULL, NULL);
             desc.force_merge = 1;
-            for (int route = 1; route <= 2; ++route) {
+            for (int route = 1; route <= (cfg == 4 ? 1 : 2); ++route) { /* config 4: no merge CTAs */
                 desc.sm_count = route == 2 ? 1 << 16 : 1;
                 dsv4_sparse_mla_plan_t p;
                 TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
@@ -229,20 +250,8 @@ void test_gpu_decode_large_t(th_ctx_t *t) {
     const run_opts_t auto_opts[] = {{0, 0, 0}};
     decode_case(t, &c1, auto_opts, 1, 0);
     const mla_decode_case_t c2 = {384, 64, 128, 32, 64, 512, 64, 512, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
-    const run_opts_t opts[] = {{0, 0, 0}, {1, 0, 0}, {0, 2, 0}};
+    const run_opts_t opts[] = {{0, 0, 0}, {1, 0, 0}, {0, 2, 0}, {4, 0, 0}};
     decode_case(t, &c2, opts, TH_COUNT(opts), 12);
-}
-
-/* Under compute-sanitizer racecheck (scripts/gpu_check.sh sets DSV4_RACECHECK) the
- * warp-specialised prefill kernel (config 4, also the auto choice) is left out: racecheck
- * reports every bar.arrive -> bar.sync handoff as a hazard, correctly ordered ones too
- * (tools/racecheck_arrive_repro.cu: a two-warp handoff, 7 hazards, none with bar.sync on
- * both sides). memcheck and synccheck run it. */
-static int racecheck_skips(int planned_config) {
-    static int said;
-    if (planned_config != 4 || !getenv("DSV4_RACECHECK")) return 0;
-    if (!said++) printf("  note: racecheck run: prefill config 4 left out (bar.arrive handoffs, see test_mla_gpu.c)\n");
-    return 1;
 }
 
 static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *configs, int ncfg, int sample,
@@ -345,7 +354,7 @@ void test_gpu_model_shapes(th_ctx_t *t) {
     };
     for (int i = 0; i < TH_COUNT(pc); ++i) prefill_case(t, &pc[i], prefill_configs, TH_COUNT(prefill_configs), 8, NULL);
     const mla_decode_case_t dc = {64, 64, 128, 32, 320, 512, 64, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 0, 0, 0};
-    const run_opts_t opts[] = {{0, 0, 0}, {1, 1, 0}, {2, 1, 0}, {2, 2, 0}, {3, 1, 0}};
+    const run_opts_t opts[] = {{0, 0, 0}, {1, 1, 0}, {2, 1, 0}, {2, 2, 0}, {3, 1, 0}, {4, 1, 0}, {4, 2, 0}};
     decode_case(t, &dc, opts, TH_COUNT(opts), 8);
 }
 
@@ -366,6 +375,12 @@ void test_gpu_determinism(th_ctx_t *t) {
         mla_decode_gpu(t, &d, &g, &desc, route == 1 ? a : b, NULL, NULL);
         mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
         TH_CHECK(t, memcmp(a, b, n * 2) == 0, "decode S=7, merge route %d: two runs differ", route);
+    }
+    if (!racecheck_skips(4)) { /* the warp-specialised kernel, second-launch merge */
+        desc.config = 4;
+        mla_decode_gpu(t, &d, &g, &desc, a, NULL, NULL);
+        mla_decode_gpu(t, &d, &g, &desc, b, NULL, NULL);
+        TH_CHECK(t, memcmp(a, b, n * 2) == 0, "decode config 4 S=7: two runs differ");
     }
     mla_decode_dev_free(&g);
     mla_decode_free(&d);
