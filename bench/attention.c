@@ -250,7 +250,11 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
 
 /* ---- decode ------------------------------------------------------------------------- */
 
-enum { DC_P = 64, DC_PAGES = 2048, DC_STRIDE = 37440, SW_P = 32, SW_STRIDE = 19008, DC_TMAX = 64, DC_HMAX = 64 };
+/* The decode world: up to DC_TMAX tokens of DC_HMAX heads, each its own request; a
+ * workspace for the partials of up to DC_WS_ROWS (token, split, head) rows (T = 64 at
+ * 32 splits of 64 heads; larger T runs with few splits). */
+enum { DC_P = 64, DC_PAGES = 2048, DC_STRIDE = 37440, SW_P = 32, SW_STRIDE = 19008, DC_TMAX = 384, DC_HMAX = 64 };
+enum { DC_WS_ROWS = 64 * DSV4_MLA_MAX_SPLITS * DC_HMAX };
 
 typedef struct {
     uint8_t *cc_h, *sw_h; /* host copies for the reference */
@@ -312,7 +316,7 @@ static int decode_world(void) {
     dw.out = bench_dev_alloc(qn * 2), dw.sink = bench_dev_alloc(DC_HMAX * 4);
     dw.mids = bench_dev_alloc(DC_TMAX * 128 * 4), dw.mlens = bench_dev_alloc(DC_TMAX * 4);
     dw.eids = bench_dev_alloc(DC_TMAX * 512 * 4), dw.elens = bench_dev_alloc(DC_TMAX * 4);
-    dw.ws_bytes = (size_t)DC_TMAX * DSV4_MLA_MAX_SPLITS * DC_HMAX * 515 * 4;
+    dw.ws_bytes = (size_t)DC_WS_ROWS * 515 * 4;
     dw.ws = bench_dev_alloc(dw.ws_bytes);
     if (!dw.cc || !dw.sw || !dw.q || !dw.out || !dw.sink || !dw.mids || !dw.eids || !dw.ws) return 1;
     if (bench_upload(dw.cc, dw.cc_h, cc_bytes) || bench_upload(dw.sw, dw.sw_h, sw_bytes) ||
@@ -378,6 +382,10 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
 
 static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
     const shape_t s = parse(name);
+    if (s.T < 1 || s.T > DC_TMAX || s.H > DC_HMAX) {
+        printf("%s %s: the decode world holds 1 to %d tokens of at most %d heads\n", op, name, DC_TMAX, DC_HMAX);
+        return 1;
+    }
     if (!ctx->have_gpu) return decode_cpu(ctx, op, name, s);
     if (decode_world()) {
         printf("%s %s: setup failed\n", op, name);
@@ -392,6 +400,11 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
     dsv4_sparse_mla_plan_t plan;
     if (dsv4_sparse_mla_decode_plan(&st.d, &plan) != DSV4_STATUS_SUCCESS) {
         printf("%s %s: %s\n", op, name, dsv4_last_error());
+        return 1;
+    }
+    if (plan.workspace_bytes > dw.ws_bytes) {
+        printf("%s %s: needs %zu workspace bytes, the decode world has %zu\n", op, name, plan.workspace_bytes,
+               dw.ws_bytes);
         return 1;
     }
     const char *check = "skipped";
@@ -466,6 +479,10 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S3", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S4", run_decode},
+    {"sparse_mla_decode", "T16_H64_w128+512_cfg2", run_decode},
+    {"sparse_mla_decode", "T16_H64_w128+512_cfg4", run_decode},
+    {"sparse_mla_decode", "T384_H64_w128+512_cfg2", run_decode},
+    {"sparse_mla_decode", "T384_H64_w128+512_cfg4", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S8", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S16", run_decode},
     {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21", run_decode},

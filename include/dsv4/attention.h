@@ -159,19 +159,23 @@ typedef struct dsv4_sparse_mla_plan {
  * spec, then T*S*H 32-bit completion flags ([T, H, S]): T*S*H*515*4 bytes in all.
  *
  * Merge: with merge = 2 (the plan's choice when the T * H / (warps / 4) merge CTAs fit
- * one wave of two CTAs per SM, e.g. T = 1..8) the merge CTAs follow the attention CTAs
- * in the same launch. Each waits for its row's S flags, which the split CTAs set after
- * their partials, and stores 0 back, so every call leaves the flags at 0: the workspace
- * needs no clearing, and may hold anything before the first call except the word
- * 0x7FC04D48 at a flag position (a NaN payload no fp32 result has). A call stopped
- * half-way (a device fault) can leave flags set: clear them before reusing such a
- * workspace. Otherwise (merge = 1) a second kernel merges. Both give the same bits.
+ * one wave of two CTAs per SM, e.g. T = 1..8; never with config 4) the merge CTAs
+ * follow the attention CTAs in the same launch. Each waits for its row's S flags, which
+ * the split CTAs set after their partials, and stores 0 back, so every call leaves the
+ * flags at 0: the workspace needs no clearing, and may hold anything before the first
+ * call except the word 0x7FC04D48 at a flag position (a NaN payload no fp32 result
+ * has). A call stopped half-way (a device fault) can leave flags set: clear them before
+ * reusing such a workspace. Otherwise (merge = 1) a second kernel merges. Both give the
+ * same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= 2 * sm_count (one wave at two
  * resident CTAs per SM) and S <= 32, the smallest S whose splits have the fewest 16-key
  * tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) / 16): more splits than
  * that only add merge work.
+ *
+ * Auto config (config = 0): 1 when T <= 4 or 32 does not divide H; otherwise 4 when
+ * T >= 16, else 2.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);

@@ -93,6 +93,12 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3"
  * otherwise 32 heads per CTA with 32-head warps (half the shared-memory traffic per
  * FLOP) whenever 32 divides H. Tuned by the benchmark sweep (docs/attention.md). */
 #define MLA_DECODE_SMALL_T 4
+/* From this many decode tokens on (and 32 | H), the warp-specialised config 4: at T = 64,
+ * H = 64 it is 16% faster than config 2 (session 12); at T = 8, H = 32 config 2 with its
+ * merge CTAs in the same launch is as fast (20.7 us against 20.6-21.1). */
+#ifndef MLA_DECODE_WS_MIN_T
+#define MLA_DECODE_WS_MIN_T 16
+#endif
 /* Auto config of prefill when 32 divides H (else config 1): the warp-specialised kernel,
  * 1.3-1.4x faster than config 2 on the H200 (session 11). */
 #ifndef MLA_PREFILL_AUTO_CONFIG

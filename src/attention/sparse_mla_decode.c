@@ -55,7 +55,7 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
     const int64_t T = d->num_tokens, H = d->num_heads;
     int64_t config = d->config;
-    if (!config) config = (T <= MLA_DECODE_SMALL_T || H % 32 != 0) ? 1 : 2;
+    if (!config) config = (T <= MLA_DECODE_SMALL_T || H % 32 != 0) ? 1 : T >= MLA_DECODE_WS_MIN_T ? MLA_CFG_WS : 2;
     mla_plan_config(config, p);
     const int64_t groups = H / p->heads_per_cta;
     int64_t sm = d->sm_count;
