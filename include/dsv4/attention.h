@@ -54,6 +54,9 @@
  *   4  32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads x 512 dims,
  *      4 PV warps of 32 heads x 128 dims); decode partials always merge in a second
  *      launch (plan.merge 1)
+ *   5  decode only: 64 heads per CTA, 12 warps in the same two roles (4 score warps,
+ *      8 PV warps of 64 heads x 64 dims), one CTA per SM; a second-launch merge too;
+ *      prefill -> DSV4_STATUS_UNSUPPORTED
  * All use tiles of 16 keys and at most 48 KB of shared memory per CTA.
  */
 #ifndef DSV4_ATTENTION_H
@@ -72,7 +75,7 @@ extern "C" {
 #define DSV4_MLA_RECORD_BYTES 584   /* fp8_ds_mla bytes per slot (kv-cache.md sec. 2)  */
 #define DSV4_MLA_DEFAULT_SCALE 0.044194173824159216f /* 512^-0.5, fp32 0x3D3504F3 */
 #define DSV4_MLA_MAX_SPLITS 32
-#define DSV4_MLA_NUM_CONFIGS 4
+#define DSV4_MLA_NUM_CONFIGS 5
 
 /* ================================================================================== */
 /* Sparse MLA decode over paged fp8_ds_mla caches                                      */
@@ -169,13 +172,13 @@ typedef struct dsv4_sparse_mla_plan {
  * same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
- * G >= sm_count; otherwise, among the S with G * S <= 2 * sm_count (one wave at two
- * resident CTAs per SM) and S <= 32, the smallest S whose splits have the fewest 16-key
- * tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) / 16): more splits than
- * that only add merge work.
+ * G >= sm_count; otherwise, among the S with G * S <= R * sm_count (one wave at R
+ * resident CTAs per SM: 2, or 1 for config 5) and S <= 32, the smallest S whose splits
+ * have the fewest 16-key tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) /
+ * 16): more splits than that only add merge work.
  *
- * Auto config (config = 0): 1 when T <= 4 or 32 does not divide H; otherwise 4 when
- * T >= 16, else 2.
+ * Auto config (config = 0): 1 when T <= 4 or 32 does not divide H; otherwise 2 when
+ * T < 16, else 5 when 64 divides H, else 4.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);

@@ -157,7 +157,7 @@ def test_sparse_mla_decode_configs_and_splits(gpu, rng):
                for r in [sm.decode_rows(c["cs"], c["P_s"], c["mi"][t], c["ml"][t]),
                          sm.decode_rows(c["cc"], c["P_c"], c["ei"][t], c["el"][t])] if len(r))
     outs = {}
-    for config in (0, 1, 2, 3, 4):
+    for config in (0, 1, 2, 3, 4, 5):
         for splits in (0, 1, 2, 4, 16):
             out = gpu.get(run_decode(gpu, c, config=config, num_splits=splits))
             _within_tolerance(out, ref, maxk, f"decode config={config} num_splits={splits}")

@@ -85,15 +85,31 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
         }
     }
 
-    /* Slice group wd's cp.async of ring slot `slot` into raw[buf]: group wd < 3 owns dims
-     * [128 wd, 128 wd + 128), record bytes 128 wd .. (NoPE codes, one byte per dim: 8
-     * chunks); group 3 owns codes 384..447 and the RoPE bf16 values, bytes 384..575 (12
-     * chunks). Its 64-dim scale blocks are 2 wd and 2 wd + 1 (group 3: block 6), bytes
-     * (2 wd) % 4 .. of the 4-byte word at 4 * (wd / 2). Group 0 writes the key flags
-     * into c.meta[mslot] (mslot >= 0). */
+    /* The slice table. Group wd of WD owns dims [DW wd, DW wd + DW), DW = 512 / WD: the
+     * record bytes from DW wd on, one per NoPE dim, and for the last group also the RoPE
+     * bf16 values up to byte 576. WD = 4: groups 0-2 own 128 codes (8 chunks of 16 B),
+     * group 3 codes 384..447 and the RoPE values, bytes 384..575 (12 chunks); WD = 8
+     * (config 5): groups 0-6 own 64 codes (4 chunks), group 7 only the RoPE values,
+     * bytes 448..575 (8 chunks). The group's 64-dim scale blocks start at block
+     * DW wd / 64 and lie in one 4-byte word of the slot's 8 scale bytes, at 4 * (block /
+     * 4). */
+    template <class C> static __device__ __forceinline__ int slice_chunks(int wd) {
+        if (C::WD == 4) return wd == 3 ? 12 : 8;
+        return wd == C::WD - 1 ? (576 - C::DW * wd) / 16 : C::DW / 16;
+    }
+    template <class C> static __device__ __forceinline__ int scale_word_byte(int wd) {
+        if (C::WD == 4) return 4 * (wd >> 1);
+        return 4 * ((C::DW / 64 * wd) >> 2);
+    }
+    template <class C> struct MaxChunks { /* the last group's: the most of any group */
+        static constexpr int value = (576 - C::DW * (C::WD - 1)) / 16;
+    };
+
+    /* Slice group wd's cp.async of ring slot `slot` into raw[buf] (the slice table above).
+     * Group 0 writes the key flags into c.meta[mslot] (mslot >= 0). */
     template <class C, class Smem>
     static __device__ __forceinline__ void issue(Smem &sm, int slot, int buf, int wd, int mslot) {
-        static_assert(C::WD == 4, "the slice table above is for 4 dim slices");
+        static_assert(C::WD == 4 || C::WD == 8, "the slice table is for 4 or 8 dim slices");
         const int gt = mla_group_thread<C>(), row = gt / C::TPG, part = gt % C::TPG;
         /* both ring words first: a load after a cp.async (a memory clobber) waits for it */
         const unsigned long long src = sm.src[slot][row];
@@ -103,28 +119,28 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
         /* chunk part + TPG k of the slice: the row's threads read adjacent chunks in each
          * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
          * instruction, as in the prefill producer, measured 1% slower here: session 5.) */
-        const int cpt = (wd == 3 ? 12 : 8) / C::TPG, off = 128 * wd + 16 * part;
+        const int cpt = slice_chunks<C>(wd) / C::TPG, off = C::DW * wd + 16 * part;
 #pragma unroll
-        for (int k = 0; k < 12 / C::TPG; ++k)
+        for (int k = 0; k < MaxChunks<C>::value / C::TPG; ++k)
             if (k < cpt)
                 dsv4_cp_async_16_zfill(&sm.raw[buf][row][off + 16 * C::TPG * k], data + off + 16 * C::TPG * k, valid);
         if (part == 0) {
             /* an invalid row gets enc 127 (scale 1): its zero codes decode to 0 on the fast path */
-            if (valid) dsv4_cp_async_4(&sm.scale[buf][wd][row], data + soff + 4 * (wd >> 1));
+            if (valid) dsv4_cp_async_4(&sm.scale[buf][wd][row], data + soff + scale_word_byte<C>(wd));
             else sm.scale[buf][wd][row] = 0x7F7F7F7Fu;
             if (wd == 0 && mslot >= 0) sm.c.meta[mslot][row] = valid ? 1 : 0;
         }
     }
 
-    /* Dequantize the group's NoPE chunks (16 codes each, NC per row, the first at chunk
-     * C0 = 8 wd) of raw[buf] into the bf16 tile at k, U chunks per thread at a time (their
+    /* Dequantize the group's NoPE chunks (16 codes each, NC per row, from dim DW wd on)
+     * of raw[buf] into the bf16 tile at k, U chunks per thread at a time (their
      * loads, checks and decodes independent: U > 1 gives a thread's chain instruction-level
      * parallelism where registers allow; the engine keeps 1). */
     template <class C, int NC, int U, class Smem>
     static __device__ __forceinline__ void dequant_nope(Smem &sm, int buf, uint16_t *k, int wd, int gl) {
-        const uint8_t *raw = &sm.raw[buf][0][0] + 128 * wd;
+        const uint8_t *raw = &sm.raw[buf][0][0] + C::DW * wd;
         const uint8_t *sc = (const uint8_t *)&sm.scale[buf][wd][0];
-        uint16_t *kt = k + 128 * wd;
+        uint16_t *kt = k + C::DW * wd;
         static_assert((MLA_N * NC) % (U * C::GT) == 0, "whole blocks of U chunks per thread");
 #pragma unroll 1 /* a rolled loop keeps the 8-warp config within 128 registers */
         for (int j0 = gl; j0 < MLA_N * NC; j0 += U * C::GT) {
@@ -132,10 +148,10 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
             bool slow = false;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const int j = j0 + u * C::GT, row = j / NC, c = j % NC; /* 16 codes of dims 128 wd + 16c .. */
+                const int j = j0 + u * C::GT, row = j / NC, c = j % NC; /* 16 codes of dims DW wd + 16c .. */
                 const uint4 v = *(const uint4 *)(raw + row * 576 + 16 * c);
-                /* block 2 wd + c / 4 is byte (2 wd + c / 4) % 4 of the group's scale word */
-                enc[u] = sc[4 * row + ((2 * wd + (c >> 2)) & 3)];
+                /* block DW wd / 64 + c / 4 is byte (that) % 4 of the group's scale word */
+                enc[u] = sc[4 * row + ((C::DW / 64 * wd + (c >> 2)) & 3)];
                 w4[u][0] = v.x, w4[u][1] = v.y, w4[u][2] = v.z, w4[u][3] = v.w;
                 /* The raw codes are the values times 2^-120. Fast path: no NaN code (0x7F /
                  * 0xFF: bit 7 of (b & 0x7F) + 1) and a scale 2^(enc-7) that is a normal
@@ -181,17 +197,19 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     }
 
     /* Dequantize the group's slice of raw[buf] into the bf16 tile at k (group gl's
-     * threads; the caller syncs the group), U chunks per thread at a time. NoPE jobs: 8
-     * chunks per row (group 3: 4); RoPE jobs (group 3): 8 chunks of 8 bf16 per row. Each
-     * count is a multiple of U times the group's threads, so every warp takes the same
-     * kind of job in each step and the warp vote inside is uniform. */
+     * threads; the caller syncs the group), U chunks per thread at a time. NoPE jobs:
+     * DW / 16 chunks per row (the last group: what is left of the 448 codes, 4 for WD = 4,
+     * none for WD = 8); RoPE jobs (the last group): 8 chunks of 8 bf16 per row. Each count
+     * is a multiple of U times the group's threads, so every warp takes the same kind of
+     * job in each step and the warp vote inside is uniform. */
     template <class C, int U, class Smem>
     static __device__ __forceinline__ void dequant(Smem &sm, int buf, uint16_t *k, int wd, int gl) {
-        if (wd < 3) {
-            dequant_nope<C, 8, U>(sm, buf, k, wd, gl);
+        constexpr int NL = (448 - C::DW * (C::WD - 1)) / 16; /* NoPE chunks per row of the last group */
+        if (wd < C::WD - 1) {
+            dequant_nope<C, C::DW / 16, U>(sm, buf, k, wd, gl);
         } else {
-            constexpr int U3 = U < MLA_N * 4 / C::GT ? U : MLA_N * 4 / C::GT; /* group 3: fewer NoPE chunks */
-            dequant_nope<C, 4, U3>(sm, buf, k, wd, gl);
+            constexpr int UL = U < MLA_N * NL / C::GT ? U : MLA_N * NL / C::GT; /* fewer NoPE chunks */
+            if constexpr (NL > 0) dequant_nope<C, NL, UL>(sm, buf, k, wd, gl);
 #pragma unroll 1
             for (int j0 = gl; j0 < MLA_N * 8; j0 += U * C::GT) {
 #pragma unroll

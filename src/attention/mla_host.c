@@ -86,7 +86,8 @@ static int64_t mla_split_tiles(int64_t main_width, int64_t extra_width, int64_t 
     return ((main_width + S - 1) / S + (extra_width + S - 1) / S + MLA_N - 1) / MLA_N;
 }
 
-int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count) {
+int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count,
+                        int64_t ctas_per_sm) {
     const int64_t units = T * head_groups;
     if (units == 0 || units >= sm_count) return 1;
     /* Up to one wave of resident CTAs (a partial second wave costs as much as a full
@@ -94,7 +95,7 @@ int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int6
      * the fewest splits, which is the merge's work. Measured on the H200 (T = 1, 64 heads,
      * 128 + 512 keys): S = 20 (33 keys: a third tile of one key) 18.5 us, S = 21 (32 keys)
      * 16.8 us, S = 32 (20 keys) 18.3 us. */
-    int64_t cap = sm_count * MLA_TARGET_CTAS_PER_SM / units;
+    int64_t cap = sm_count * ctas_per_sm / units;
     if (cap > DSV4_MLA_MAX_SPLITS) cap = DSV4_MLA_MAX_SPLITS;
     int64_t best = 1, best_tiles = mla_split_tiles(main_width, extra_width, 1);
     for (int64_t s = 2; s <= cap; ++s) {

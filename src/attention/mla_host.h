@@ -31,8 +31,10 @@ dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, in
 /* Fill the config fields of a plan (heads per CTA, warps, rows per tile). */
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
 
-/* The split count the policy picks (spec: section 5; attention.h says the rule). */
-int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count);
+/* The split count the policy picks (spec: section 5; attention.h says the rule), for a
+ * config with ctas_per_sm resident CTAs per SM. */
+int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count,
+                        int64_t ctas_per_sm);
 
 /* CTAs of the merge for T x H partial rows when appended to an attention launch of
  * `warps` warps per CTA (MLA_MERGE_THREADS per row: mla_merge.cuh). */

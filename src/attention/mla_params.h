@@ -48,9 +48,10 @@ typedef struct mla_params {
  * CTAs, then (decode with part_flags) the merge CTAs of mla_merge.cuh. */
 dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
-/* Config 4 (mla_ws.cuh): sparse_mla_prefill_ws_kernel.cu, sparse_mla_decode_ws_kernel.cu. */
+/* Configs 4 and 5 (mla_ws.cuh): sparse_mla_prefill_ws_kernel.cu (4),
+ * sparse_mla_decode_ws_kernel.cu (4 and 5). */
 dsv4_status_t mla_launch_prefill_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
-dsv4_status_t mla_launch_decode_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
+dsv4_status_t mla_launch_decode_ws(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 /* Launch the split merge: T * H CTAs reading p->part_*, writing p->out. */
 dsv4_status_t mla_launch_merge(const mla_params_t *p, dsv4_stream_t stream);
 

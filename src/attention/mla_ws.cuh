@@ -1,42 +1,47 @@
 /*
- * Config 4: the warp-specialised sparse MLA CTA, shared by prefill (bf16 rows,
- * sparse_mla_prefill_ws_kernel.cu) and decode (fp8 records, sparse_mla_decode_ws_kernel.cu).
- * Same formula and semantics as the engine of mla_tile.cuh (spec/sparse-mla.md).
+ * Configs 4 and 5: the warp-specialised sparse MLA CTA, shared by prefill (bf16 rows,
+ * sparse_mla_prefill_ws_kernel.cu, config 4) and decode (fp8 records,
+ * sparse_mla_decode_ws_kernel.cu, configs 4 and 5). Same formula and semantics as the
+ * engine of mla_tile.cuh (spec/sparse-mla.md).
  *
  * Why a second decomposition. The engine splits every product over 4 dim-slice warps,
  * so a tile's scores need a CTA-wide reduction and softmax between QK and PV (two CTA
  * barriers per tile), and each warp runs QK, softmax and PV of one tile in series: at
  * two CTAs per SM it stays under 25% of mma.sync (docs/attention.md, session 10's
  * barrier ablation). Here the roles are split so that QK of tile i + 1 runs while PV of
- * tile i does:
+ * tile i does. A CTA of HC heads (MlaWsGeo: 32 in config 4, 64 in config 5) has
  *
- *   score warps (warps 4, 5): warp 4 + q owns heads 16q .. 16q + 15 of the CTA's 32 and
+ *   HC / 16 score warps (the last warps): score warp q owns heads 16q .. 16q + 15 and
  *     all 512 dims. Its Q (16 x 512 bf16) stays in registers as A fragments (128 regs),
  *     so a tile's scores come out of one warp's mma chains: no partial-score buffer, no
  *     CTA reduction. The online softmax runs in registers (4 lanes per head row, a quad
  *     shuffle for the max); the warp publishes bf16 p and alpha for its 16 rows.
- *   PV warps (warps 0-3): warp wd owns all 32 heads and dims wd*128 .. +127 of O (128
- *     fp32 regs) and is slice group wd of the row producer (Prod): after its PV of tile
- *     i it refills the buffer tile i leaves with its dims of tile i + 2 (prefill: copies
- *     the bf16 rows; decode: dequantizes the fp8 records it staged a tile earlier).
+ *   PVW PV warps (warps 0 .. PVW - 1; 4 in config 4, 8 in config 5): warp wd owns all HC
+ *     heads and dims wd * 512 / PVW .. of O (128 fp32 regs) and is slice group wd of the
+ *     row producer (Prod): after its PV of tile i it refills the buffer tile i leaves
+ *     with its dims of tile i + 2 (prefill: copies the bf16 rows; decode: dequantizes
+ *     the fp8 records it staged a tile earlier).
  *
- * Per tile i (buffer b = i & 1), named barriers (prim/named_barrier.cuh), 192 threads:
+ * Per tile i (buffer b = i & 1), named barriers (prim/named_barrier.cuh) over all the
+ * CTA's threads:
  *   KFULL[b]: PV warps arrive once their slices of tile i are in buffer b (and tile i's
  *     key flags are written); score warps wait, then QK and softmax.
- *   PREADY[b]: score warps arrive after writing p and alpha of tile i into slot b; PV
- *     warps wait, then O = O * alpha + P K.
+ *   PREADY[b]: score warps arrive after writing p and alpha of tile i; PV warps wait,
+ *     then O = O * alpha + P K.
  * Reuse is ordered by the same two barriers: buffer b is rewritten (tile i + 2) only
- * after PV of tile i, which follows QK of tile i (PREADY); p slot b is rewritten (tile
- * i + 2) only after KFULL of tile i + 2, which PV warps arrive after their PV of tile i.
- * Key flags live in META slots (tile i in slot i % META): the producer writes a tile's
- * flags when it issues the tile, which decode does a tile earlier than prefill. FINAL:
+ * after PV of tile i, which follows QK of tile i (PREADY); with two p slots (config 4),
+ * slot b is rewritten (tile i + 2) only after KFULL of tile i + 2, which PV warps arrive
+ * after their PV of tile i. With one p slot (config 5: two do not fit next to 64 heads'
+ * state in 48 KB) the score warps also wait at PFREE before writing p of tile i >= 1;
+ * PV warps arrive there after their PV of tile i - 1.
+ * Key flags live in META slots (tile i in slot i % META), written by the producer. FINAL:
  * score warps arrive after publishing each row's m and l; PV warps wait, then write the
  * output (or the split's partials) with the engine's epilogue (same finalisation and
  * division code, mla_softmax.cuh). compute-sanitizer racecheck cannot follow an arrive
  * -> sync handoff and reports these as hazards (tools/racecheck_arrive_repro.cu);
  * memcheck and synccheck run these kernels.
  *
- * One (token, split, 32-head group) per CTA, head group fastest. Partials of a split are
+ * One (token, split, head group) per CTA, head group fastest. Partials of a split are
  * merged by the second-launch merge (no merge CTAs in this launch). A persistent version
  * (each CTA walking items c, c + G, ... with its copies running ahead across item
  * boundaries) was 9-11% slower for prefill (session 11 run 4).
@@ -48,15 +53,16 @@
  * row) and the 4 lanes' sums added at the end. Deterministic; within the same fp64
  * contract (spec section 6).
  *
- * Resources: 192 threads, MLA_WS_CTAS_PER_SM CTAs per SM (168 registers); shared memory
- * MLA_SMEM_PREFILL_WS / MLA_SMEM_DECODE_WS (sparse_mla_config.h).
+ * Resources (168 registers either way): config 4 192 threads, 2 CTAs per SM; config 5
+ * 384 threads, 1 CTA per SM; shared memory MLA_SMEM_PREFILL_WS / MLA_SMEM_DECODE_WS
+ * (sparse_mla_config.h).
  *
- * A producer Prod provides: WsSmem (members k[2][MLA_N][MLA_KSTR] and c, an
- * MlaWsShared<META>), SPLITS (whether the grid has a split dimension), ws_start() (the
- * PV warps' start: tiles 0 and 1 into buffers 0 and 1, each announced by an arrive at
- * KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer BUF),
- * ws_ahead(i) (after tile i + 2 is announced: work for later tiles, off the score warps'
- * path), and the score warps' share: ws_score_start() before their first tile and
+ * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
+ * c, an MlaWsShared<Geo, META>), SPLITS (whether the grid has a split dimension),
+ * ws_start() (the PV warps' start: tiles 0 and 1 into buffers 0 and 1, each announced by
+ * an arrive at KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer
+ * BUF), ws_ahead(i) (after tile i + 2 is announced: work for later tiles, off the score
+ * warps' path), and the score warps' share: ws_score_start() before their first tile and
  * ws_score_ahead(i) after they hand tile i to the PV warps.
  */
 #ifndef DSV4_ATTENTION_MLA_WS_CUH
@@ -74,18 +80,29 @@
 #define MLA_WS_QK_CHAINS 2
 #endif
 
-typedef MlaCfg<32, 2, 4> MlaWsPv; /* the PV warps' geometry: 32 heads x 128 dims each */
+/* A warp-specialised CTA's geometry: HC heads, HC / 16 score warps (16 heads x 512 dims
+ * each), PVW PV warps (all HC heads x 512 / PVW dims each: the engine's MlaCfg with one
+ * warp per slice group), P p slots (2: by tile parity; 1: the score warps wait at PFREE
+ * until the PV warps have read the previous tile's p), CPS CTAs per SM for the
+ * register cap of __launch_bounds__. */
+template <int HC_, int PVW_, int P_, int CPS_> struct MlaWsGeo {
+    static constexpr int HC = HC_, PV_WARPS = PVW_, SCORE_WARPS = HC_ / 16, P_SLOTS = P_, CTAS_PER_SM = CPS_;
+    static constexpr int THREADS = 32 * (PV_WARPS + SCORE_WARPS);
+    typedef MlaCfg<HC, HC / 16, PVW_> Pv;
+    static_assert(Pv::WH == 1 && Pv::NW == PV_WARPS, "one PV warp per dim slice");
+};
+/* config 4: 32 heads, 2 score + 4 PV warps, 2 CTAs per SM (168 registers) */
+typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_WS_CTAS_PER_SM> MlaWsGeo4;
 
-enum { MLA_WS_THREADS = 32 * (MLA_WS_PV_WARPS + MLA_WS_SCORE_WARPS) };
-/* KFULL and PREADY + buffer; PV: the PV warps alone (decode's start) */
-enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5, MLA_WS_BAR_PV = 6 };
+/* KFULL and PREADY + buffer; PV: the PV warps alone (decode's start); PFREE: p slot read */
+enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5, MLA_WS_BAR_PV = 6, MLA_WS_BAR_PFREE = 7 };
 
-/* The part of a config-4 CTA's shared memory that both roles use. */
-template <int META> struct MlaWsShared {
+/* The part of a warp-specialised CTA's shared memory that both roles use. */
+template <class G, int META> struct MlaWsShared {
     int meta[META][MLA_N]; /* key flags of tile i in slot i % META (1 valid, 0 not) */
-    uint16_t ps[2][MlaWsPv::HC][MLA_PSTR] __attribute__((aligned(16)));
-    float alpha[2][MlaWsPv::HC];
-    float m[MlaWsPv::HC], l[MlaWsPv::HC];
+    uint16_t ps[G::P_SLOTS][G::HC][MLA_PSTR] __attribute__((aligned(16)));
+    float alpha[2][G::HC];
+    float m[G::HC], l[G::HC];
 };
 
 /* One score warp's 16 x 16 scores of a tile over all 512 dims: s[nb] = keys 8nb .. 8nb+7,
@@ -114,12 +131,12 @@ static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32]
 }
 
 /* The online softmax of a score warp's 16 rows for the tile in buffer `buf` with key
- * flags meta[mslot] (lazy reference max, as mla_softmax_rows): p -> ps[buf], alpha ->
+ * flags meta[mslot] (lazy reference max, as mla_softmax_rows): p -> ps[pslot], alpha ->
  * alpha[buf]; m, l per row half (g, g + 8), l as this lane's partial sum. */
-template <int META>
-static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], MlaWsShared<META> &c, int buf,
-                                                      int mslot, int row0, float (&m)[2], float (&l)[2], float scale,
-                                                      int lane) {
+template <class G, int META>
+static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], MlaWsShared<G, META> &c, int buf,
+                                                      int pslot, int mslot, int row0, float (&m)[2], float (&l)[2],
+                                                      float scale, int lane) {
     const int g = lane >> 2, tq = lane & 3;
     const int2 f0 = *(const int2 *)&c.meta[mslot][2 * tq], f1 = *(const int2 *)&c.meta[mslot][8 + 2 * tq];
     const bool ok[4] = {f0.x != 0, f0.y != 0, f1.x != 0, f1.y != 0};
@@ -141,8 +158,8 @@ static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], Ml
         l[h] = mla_running_sum(l[h], alpha, psum);
         m[h] = m_new;
         const int row = row0 + g + 8 * h;
-        *(uint32_t *)&c.ps[buf][row][2 * tq] = dsv4_pack_bf16x2(pr[0], pr[1]);
-        *(uint32_t *)&c.ps[buf][row][8 + 2 * tq] = dsv4_pack_bf16x2(pr[2], pr[3]);
+        *(uint32_t *)&c.ps[pslot][row][2 * tq] = dsv4_pack_bf16x2(pr[0], pr[1]);
+        *(uint32_t *)&c.ps[pslot][row][8 + 2 * tq] = dsv4_pack_bf16x2(pr[2], pr[3]);
         if (tq == 0) c.alpha[buf][row] = alpha;
     }
 }
@@ -154,12 +171,15 @@ template <class Prod, int BUF, class Smem>
 static __device__ __forceinline__ void mla_ws_score_tile(const mla_params_t &p, Smem &sm, const MlaWork &w,
                                                          const uint32_t (&qf)[1][32][4], int i, int ntiles, int q,
                                                          float (&m)[2], float (&l)[2], int lane) {
+    typedef typename Prod::Geo G;
     constexpr int META = sizeof(sm.c.meta) / sizeof(sm.c.meta[0]);
-    dsv4_bar_sync<MLA_WS_BAR_KFULL + BUF>(MLA_WS_THREADS);
+    dsv4_bar_sync<MLA_WS_BAR_KFULL + BUF>(G::THREADS);
     float s[2][4];
     mla_ws_scores(qf, &sm.k[BUF][0][0], s, lane);
-    mla_ws_softmax(s, sm.c, BUF, META == 2 ? BUF : i % META, 16 * q, m, l, p.scale, lane);
-    dsv4_bar_arrive<MLA_WS_BAR_PREADY + BUF>(MLA_WS_THREADS);
+    if (G::P_SLOTS == 1 && i > 0) dsv4_bar_sync<MLA_WS_BAR_PFREE>(G::THREADS); /* p of tile i - 1 read */
+    mla_ws_softmax(s, sm.c, BUF, G::P_SLOTS == 1 ? 0 : BUF, META == 2 ? BUF : i % META, 16 * q, m, l, p.scale,
+                   lane);
+    dsv4_bar_arrive<MLA_WS_BAR_PREADY + BUF>(G::THREADS);
     Prod::ws_score_ahead(p, w, sm, i, ntiles, q, lane);
 }
 
@@ -186,22 +206,26 @@ static __device__ __forceinline__ void mla_ws_score_warp(const mla_params_t &p, 
             sm.c.l[16 * q + g + 8 * h] = l[h];
         }
     }
-    dsv4_bar_arrive<MLA_WS_BAR_FINAL>(MLA_WS_THREADS);
+    dsv4_bar_arrive<MLA_WS_BAR_FINAL>(Prod::Geo::THREADS);
 }
 
 /* PV warp tile i in buffer BUF = i & 1; then the producer refills the buffer with tile
  * i + 2, announces it and prepares later tiles. */
-template <class Prod, int BUF, class Smem>
-static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Smem &sm, const MlaWork &w,
-                                                      float (&o)[MlaWsPv::MT][MlaWsPv::NBO][4], int i, int ntiles,
-                                                      int wd, int lane) {
-    typedef MlaWsPv C;
-    dsv4_bar_sync<MLA_WS_BAR_PREADY + BUF>(MLA_WS_THREADS);
-    mla_pv<C>(o, &sm.k[BUF][0][0], sm.c.ps[BUF], sm.c.alpha[BUF], 0, wd * C::DW, lane);
+template <class Prod, int BUF, class Smem, class O>
+static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Smem &sm, const MlaWork &w, O &o, int i,
+                                                      int ntiles, int wd, int lane) {
+    typedef typename Prod::Geo G;
+    typedef typename G::Pv C;
+    dsv4_bar_sync<MLA_WS_BAR_PREADY + BUF>(G::THREADS);
+    mla_pv<C>(o, &sm.k[BUF][0][0], sm.c.ps[G::P_SLOTS == 1 ? 0 : BUF], sm.c.alpha[BUF], 0, wd * C::DW, lane);
+    /* one p slot: PV's mma has consumed this tile's p, the score warps may write the
+     * next tile's (they wait for this from their second tile on; arriving right after
+     * the first mma instead measured the same, session 12 run 6) */
+    if (G::P_SLOTS == 1 && i + 1 < ntiles) dsv4_bar_arrive<MLA_WS_BAR_PFREE>(G::THREADS);
     if (i + 2 < ntiles) {
         __syncwarp(); /* every lane's ldmatrix of this slice before the refill overwrites it */
         Prod::template ws_refill<BUF>(p, w, sm, i, ntiles, wd);
-        dsv4_bar_arrive<MLA_WS_BAR_KFULL + BUF>(MLA_WS_THREADS);
+        dsv4_bar_arrive<MLA_WS_BAR_KFULL + BUF>(G::THREADS);
         Prod::ws_ahead(p, w, sm, i, ntiles, wd);
     }
 }
@@ -210,7 +234,7 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Sme
 template <class Prod, class Smem>
 static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Smem &sm, const MlaWork &w, int wd,
                                                       int lane) {
-    typedef MlaWsPv C;
+    typedef typename Prod::Geo::Pv C;
     float o[C::MT][C::NBO][4];
     mla_zero(o);
     const int ntiles = (w.n + MLA_N - 1) / MLA_N;
@@ -219,33 +243,34 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Sme
         mla_ws_pv_tile<Prod, 0>(p, sm, w, o, i, ntiles, wd, lane);
         if (i + 1 < ntiles) mla_ws_pv_tile<Prod, 1>(p, sm, w, o, i + 1, ntiles, wd, lane);
     }
-    dsv4_bar_sync<MLA_WS_BAR_FINAL>(MLA_WS_THREADS);
+    dsv4_bar_sync<MLA_WS_BAR_FINAL>(Prod::Geo::THREADS);
     mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o);
 }
 
 template <class Prod>
-__global__ void __launch_bounds__(MLA_WS_THREADS, MLA_WS_CTAS_PER_SM) mla_ws_kernel(mla_params_t p) {
+__global__ void __launch_bounds__(Prod::Geo::THREADS, Prod::Geo::CTAS_PER_SM) mla_ws_kernel(mla_params_t p) {
+    typedef typename Prod::Geo G;
     __shared__ __align__(16) typename Prod::WsSmem sm;
     __shared__ MlaWork w;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int head_groups = p.num_heads / MlaWsPv::HC, rest = (int)blockIdx.x / head_groups;
-    const int t = Prod::SPLITS ? rest / p.num_splits : rest, head_cta = ((int)blockIdx.x % head_groups) * MlaWsPv::HC;
+    const int head_groups = p.num_heads / G::HC, rest = (int)blockIdx.x / head_groups;
+    const int t = Prod::SPLITS ? rest / p.num_splits : rest, head_cta = ((int)blockIdx.x % head_groups) * G::HC;
     if (threadIdx.x == 0) w = mla_work(p, t, Prod::SPLITS ? rest % p.num_splits : 0, head_cta);
-    if (warp < MLA_WS_PV_WARPS) mla_prefetch_id_rows<MlaWsPv>(p, t);
+    if (warp < G::PV_WARPS) mla_prefetch_id_rows<typename G::Pv>(p, t);
     __syncthreads(); /* w */
-    if (warp < MLA_WS_PV_WARPS) {
+    if (warp < G::PV_WARPS) {
         mla_ws_pv_warp<Prod>(p, sm, w, warp, lane);
     } else {
-        mla_ws_score_warp<Prod>(p, sm, w, t, head_cta, warp - MLA_WS_PV_WARPS, lane);
+        mla_ws_score_warp<Prod>(p, sm, w, t, head_cta, warp - G::PV_WARPS, lane);
     }
 }
 
-/* Launch config 4 for producer Prod through the shared-memory gate. */
+/* Launch a warp-specialised config for producer Prod through the shared-memory gate. */
 template <class Prod> static dsv4_status_t mla_ws_launch(const char *op, const mla_params_t *p, int64_t ctas,
                                                          dsv4_stream_t stream) {
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_ws_kernel<Prod>, 0, &smem_cache));
-    mla_ws_kernel<Prod><<<(unsigned)ctas, MLA_WS_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    mla_ws_kernel<Prod><<<(unsigned)ctas, Prod::Geo::THREADS, 0, (cudaStream_t)stream>>>(*p);
     return dsv4_launch_status(op);
 }
 

@@ -46,19 +46,24 @@
 #endif
 
 /* Config table: id -> HC, MT, WD for the engine's configs 1-3 (keep in sync with the
- * kernel instantiations); config 4 is the warp-specialised prefill kernel
- * (sparse_mla_prefill_ws_kernel.cu): 32 heads, 4 PV warps + 2 score warps, prefill only. */
+ * kernel instantiations); configs 4 and 5 are the warp-specialised CTA (mla_ws.cuh):
+ * config 4 has 32 heads, 2 score + 4 PV warps, two CTAs per SM (prefill and decode);
+ * config 5 has 64 heads, 4 score + 8 PV warps, one CTA per SM (decode only). */
 #define MLA_CFG_WS 4
+#define MLA_CFG_WS64 5
 #define MLA_WS_PV_WARPS 4
-#define MLA_WS_SCORE_WARPS 2
 /* Config 4's CTAs per SM (its __launch_bounds__: 168 registers; 1.75x faster than one
  * CTA per SM, session 11 run 2). */
 #define MLA_WS_CTAS_PER_SM 2
-#define MLA_CFG_HC(id) ((id) == 1 ? 16 : 32)
+#define MLA_CFG_HC(id) ((id) == 1 ? 16 : (id) == MLA_CFG_WS64 ? 64 : 32)
 #define MLA_CFG_MT(id) ((id) == 2 ? 2 : 1)
 #define MLA_CFG_WD(id) 4
-#define MLA_CFG_WARPS(id) \
-    ((id) == MLA_CFG_WS ? MLA_WS_PV_WARPS + MLA_WS_SCORE_WARPS : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
+#define MLA_CFG_WARPS(id)                                           \
+    ((id) == MLA_CFG_WS     ? MLA_WS_PV_WARPS + 2                   \
+     : (id) == MLA_CFG_WS64 ? 12                                    \
+                            : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
+/* Resident CTAs per SM a config's launch bounds plan for (the split policy's wave). */
+#define MLA_CFG_CTAS_PER_SM(id) ((id) == MLA_CFG_WS64 ? 1 : 2)
 
 #define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
@@ -66,16 +71,17 @@
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
-/* config 4 (mla_ws.cuh): K tiles, key flags in M slots, 2 p slots and alphas, m and l;
- * prefill: the PV warps' ids; decode: one raw record stage, its scale words, the row
- * ring and the ids of the next tile to convert */
-#define MLA_SMEM_WS(meta) (2 * MLA_N * MLA_KSTR * 2 + (meta) * MLA_N * 4 + 2 * 32 * MLA_PSTR * 2 + 2 * 32 * 4 + 2 * 32 * 4)
-#define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(2) + 4 * 2 * MLA_N * 4)
-#define MLA_SMEM_DECODE_WS \
-    (MLA_SMEM_WS(2) + MLA_N * 576 + 4 * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
+/* configs 4 and 5 (mla_ws.cuh), hc heads: K tiles, key flags, ps p slots, alphas by
+ * parity, m and l; prefill (config 4): the PV warps' ids; decode: one raw record stage,
+ * the wd groups' scale words, the row ring and the ids of the next tile to convert */
+#define MLA_SMEM_WS(hc, ps) (2 * MLA_N * MLA_KSTR * 2 + 2 * MLA_N * 4 + (ps) * (hc) * MLA_PSTR * 2 + 4 * (hc) * 4)
+#define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(32, 2) + 4 * 2 * MLA_N * 4)
+#define MLA_SMEM_DECODE_WS(hc, wd, ps) \
+    (MLA_SMEM_WS(hc, ps) + MLA_N * 576 + (wd) * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS, "sparse_mla decode config 4");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla decode config 4");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla decode config 5");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
@@ -85,17 +91,18 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3"
  * CTAs appended to an attention launch of W warps take W * 32 / MLA_MERGE_THREADS rows. */
 #define MLA_MERGE_THREADS 128
 
-/* Split policy: when T alone does not fill the GPU, at most this many resident CTAs
- * per SM (one wave), and among those split counts the fewest tiles per CTA. */
+/* Merge CTAs appended to an engine launch must fit one wave at this many resident CTAs
+ * per SM (the split policy's wave is MLA_CFG_CTAS_PER_SM of the config). */
 #define MLA_TARGET_CTAS_PER_SM 2
 
 /* Auto config: decode with few tokens uses 16 heads per CTA (more CTAs, lower latency);
  * otherwise 32 heads per CTA with 32-head warps (half the shared-memory traffic per
  * FLOP) whenever 32 divides H. Tuned by the benchmark sweep (docs/attention.md). */
 #define MLA_DECODE_SMALL_T 4
-/* From this many decode tokens on (and 32 | H), the warp-specialised config 4: at T = 64,
- * H = 64 it is 16% faster than config 2 (session 12); at T = 8, H = 32 config 2 with its
- * merge CTAs in the same launch is as fast (20.7 us against 20.6-21.1). */
+/* From this many decode tokens on, the warp-specialised configs: 5 when 64 | H, else 4
+ * (32 | H). H200, session 12: T = 64, H = 64: config 2 64 us, 4 53 us, 5 50 us; T = 384:
+ * 299 / 244 / 215 us; at T = 8, H = 32 config 2 with its merge CTAs in the same launch is
+ * as fast as config 4 (20.7 us against 20.6-21.3). */
 #ifndef MLA_DECODE_WS_MIN_T
 #define MLA_DECODE_WS_MIN_T 16
 #endif

@@ -55,7 +55,11 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
     const int64_t T = d->num_tokens, H = d->num_heads;
     int64_t config = d->config;
-    if (!config) config = (T <= MLA_DECODE_SMALL_T || H % 32 != 0) ? 1 : T >= MLA_DECODE_WS_MIN_T ? MLA_CFG_WS : 2;
+    if (!config) {
+        if (T <= MLA_DECODE_SMALL_T || H % 32 != 0) config = 1;
+        else if (T < MLA_DECODE_WS_MIN_T) config = 2;
+        else config = H % 64 == 0 ? MLA_CFG_WS64 : MLA_CFG_WS;
+    }
     mla_plan_config(config, p);
     const int64_t groups = H / p->heads_per_cta;
     int64_t sm = d->sm_count;
@@ -65,16 +69,18 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
         if (!sm && T > 0)
             return dsv4_fail(DSV4_STATUS_NO_DEVICE, OP,
                              "no CUDA device to plan the split count for; set sm_count or num_splits");
-        S = mla_auto_splits(T, groups, d->main.width, d->has_extra ? d->extra.width : 0, sm);
+        S = mla_auto_splits(T, groups, d->main.width, d->has_extra ? d->extra.width : 0, sm,
+                            MLA_CFG_CTAS_PER_SM(config));
     }
     p->num_splits = S;
     p->ctas = T * S * groups;
     /* Partials: the merge CTAs go into the attention launch when they fit one wave beside
      * it at the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
      * CTA's): then they overlap the last splits and the second launch is saved. Without
-     * an SM count (explicit num_splits, no device) the second launch; config 4 has no
-     * merge CTAs (mla_ws.cuh), always the second launch. */
-    const int appended = config != MLA_CFG_WS && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
+     * an SM count (explicit num_splits, no device) the second launch; configs 4 and 5
+     * have no merge CTAs (mla_ws.cuh), always the second launch. */
+    const int ws = config == MLA_CFG_WS || config == MLA_CFG_WS64;
+    const int appended = !ws && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
     p->merge = S > 1 || d->force_merge ? (appended ? 2 : 1) : 0;
     const int64_t grid = launch_ctas(p, T, H);
     if (grid > INT32_MAX)
@@ -134,8 +140,9 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
         if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
     }
     const int64_t ctas = launch_ctas(&p, desc->num_tokens, desc->num_heads);
-    DSV4_TRY(p.config == MLA_CFG_WS ? mla_launch_decode_ws(&k, ctas, stream)
-                                    : mla_launch_decode((int)p.config, &k, ctas, stream));
+    const int ws = p.config == MLA_CFG_WS || p.config == MLA_CFG_WS64;
+    DSV4_TRY(ws ? mla_launch_decode_ws((int)p.config, &k, ctas, stream)
+                : mla_launch_decode((int)p.config, &k, ctas, stream));
     if (p.merge == 1) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }

@@ -1,30 +1,35 @@
 /*
- * Sparse MLA decode, config 4: the warp-specialised CTA of mla_ws.cuh (decomposition,
- * handoffs, numerics) over paged fp8_ds_mla caches, with the record producer of
- * mla_decode_rows.cuh. Grid: T * S * H/32 CTAs; S > 1 (or force_merge) writes raw
- * partials that the second-launch merge combines (no merge CTAs in this launch).
+ * Sparse MLA decode, configs 4 and 5: the warp-specialised CTA of mla_ws.cuh
+ * (decomposition, handoffs, numerics) over paged fp8_ds_mla caches, with the record
+ * producer of mla_decode_rows.cuh. Grid: T * S * H/HC CTAs (HC = 32 or 64); S > 1 (or
+ * force_merge) writes raw partials that the second-launch merge combines.
  *
  * Producer, per PV warp wd (slice group wd), after its PV of tile i (buffer b = i & 1):
  *   1. wait for its raw slice of tile i + 2, staged a whole tile earlier (so the loop
  *      does not wait on a DRAM or L2 round trip), and dequantize it into buffer b;
  *   2. arrive at KFULL[b] (the score warps' wait ends here);
- *   3. stage its raw slice of tile i + 3 into the one raw buffer (its own 128 or 192
- *      bytes of each record: no other warp reads them);
- * The score warps, after handing tile i to the PV warps (their PREADY arrive), convert
- * the row sources of tile i + AHEAD into the ring (lanes 0-7 of each, one row each; the
- * record's lines prefetched into L2) and fetch the ids of the tile after: work that
- * would otherwise sit on every PV warp's per-tile path (4 lanes of each, SIMT).
- So QK and softmax of tile i + 1 overlap PV of tile i and the dequantize pass of tile
- * i + 2; steps 3-4 overlap QK of tile i + 2. Each record is still decoded once per CTA
- * for all 32 heads. PV warp 0 writes a tile's key flags when it lands (from its ring
- * slot: staging happens too early for the flag slots). The ring: tiles 0 .. AHEAD - 1
- * are converted by the PV warps at the start; tile k >= AHEAD by the score warps in
- * their iteration k - AHEAD, after their PREADY arrive for it and before the next, and
- * it is staged in iteration k - 3, after the PV warps' PREADY sync of iteration k - 3
- * (so AHEAD >= 4). Its slot is rewritten (tile k + AHEAD + 1) after the score warps'
- * KFULL sync of iteration k + 1, which the PV warps arrive at after staging tile k.
- * Start: tiles 0 and 1 go through the raw buffer one after the other (two staged round
- * trips before the first QK); then tile 2 is staged.
+ *   3. stage its raw slice of tile i + 3 into the one raw buffer (its own bytes of each
+ *      record: no other warp reads them).
+ * So QK and softmax of tile i + 1 overlap PV of tile i and the dequantize pass of tile
+ * i + 2, and step 3 overlaps QK of tile i + 2. Each record is decoded once per CTA for
+ * all its heads (config 5 halves that work per head against config 4).
+ *
+ * Row sources (the ring of mla_tile.cuh): tiles 0 .. AHEAD - 1 are converted by the PV
+ * warps at the start. Tile k >= AHEAD is converted in iteration k - AHEAD, with the
+ * record's lines prefetched into L2 and the ids of tile k + 1 fetched, either
+ *   - by the score warps (SCONV; both configs: 53.6 against 55.0 us for config 4 and
+ *     49.8-50.0 against 51.0-51.6 us for config 5 at T64 H64, session 12 runs 2, 3, 5),
+ *     after their PREADY arrive of that iteration and before the next: work that
+ *     otherwise sits on every PV warp's per-tile path (a few lanes of each, SIMT); or
+ *   - by the PV warps after step 3 (their ids land with step 1's wait).
+ * It is staged in iteration k - 3, after the PV warps' PREADY sync of that iteration,
+ * which follows the conversion either way (so AHEAD >= 4). Its slot is rewritten (tile
+ * k + AHEAD + 1) only after a later barrier that the stage of tile k precedes. PV warp 0
+ * writes a tile's key flags when it lands (from its ring slot: staging happens too early
+ * for the flag slots).
+ * Start: tiles 0 and 1 go through the raw buffer one after the other; then tile 2 is
+ * staged. (Staging tile 0 in bf16 buffer 1's space to have both in flight at once
+ * measured no gain: session 12 run 4.)
  */
 #include <cuda_runtime.h>
 
@@ -35,9 +40,16 @@
 #ifndef MLA_WS_DEQUANT_UNROLL
 #define MLA_WS_DEQUANT_UNROLL 2
 #endif
+/* Config 5: whether the score warps convert the row sources (as config 4's do). */
+#ifndef MLA_WS64_SCORE_CONVERT
+#define MLA_WS64_SCORE_CONVERT 1
+#endif
 
-struct MlaDecodeWsProd : MlaDecodeProd {
-    typedef MlaWsPv C;
+/* G: the CTA geometry (mla_ws.cuh); SCONV: the score warps convert the row sources
+ * (else the PV warps do, after staging). */
+template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
+    typedef G Geo;
+    typedef typename G::Pv C;
     static constexpr bool SPLITS = true;
     static constexpr int R = AHEAD + 1;
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
@@ -48,7 +60,7 @@ struct MlaDecodeWsProd : MlaDecodeProd {
         unsigned long long src[R][MLA_N];
         uint32_t scale_off[R][MLA_N];
         int ids[2][MLA_N];
-        MlaWsShared<2> c;
+        MlaWsShared<G, 2> c;
     };
 
     static __device__ __forceinline__ int lane() { return (int)(threadIdx.x & 31); }
@@ -68,6 +80,15 @@ struct MlaDecodeWsProd : MlaDecodeProd {
         __syncwarp(); /* the raw slice is read before the next stage overwrites it */
     }
 
+    /* Converter lane `lane` of a role with `warps` warps, warp index `wr` within it: row
+     * wr * (16 / warps) + lane of tile k into the ring, and the ids of tile k + 1 fetched
+     * (they land with the lane's next cp.async wait). */
+    static __device__ __forceinline__ void convert_next(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int k,
+                                                        int row) {
+        mla_convert_row<C, MlaDecodeWsProd>(p, w, k, row, sm.ids[k & 1][row], sm, k % R, true);
+        mla_key_id_async(p, w, (k + 1) * C::N + row, &sm.ids[(k + 1) & 1][row]);
+    }
+
     static __device__ __forceinline__ void ws_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int ntiles,
                                                     int wd) {
         const int crow = converter_row<C>();
@@ -78,18 +99,19 @@ struct MlaDecodeWsProd : MlaDecodeProd {
 #pragma unroll
             for (int j = 0; j < AHEAD; ++j)
                 if (j < ntiles) mla_convert_row<C, MlaDecodeWsProd>(p, w, j, crow, id[j], sm, j, j >= 2);
+            if (!SCONV) mla_key_id_async(p, w, AHEAD * C::N + crow, &sm.ids[AHEAD & 1][crow]);
         }
-        dsv4_bar_sync<MLA_WS_BAR_PV>(32 * MLA_WS_PV_WARPS); /* ring slots 0 .. AHEAD - 1 */
+        dsv4_bar_sync<MLA_WS_BAR_PV>(32 * G::PV_WARPS); /* ring slots 0 .. AHEAD - 1 */
         if (ntiles > 0) stage(sm, 0, wd);
         dsv4_cp_async_commit();
         if (ntiles > 0) land(sm, 0, wd);
         if (ntiles > 1) stage(sm, 1, wd);
         dsv4_cp_async_commit();
-        if (ntiles > 0) dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(MLA_WS_THREADS);
+        if (ntiles > 0) dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(G::THREADS);
         if (ntiles > 1) land(sm, 1, wd);
         if (ntiles > 2) stage(sm, 2, wd);
         dsv4_cp_async_commit();
-        if (ntiles > 1) dsv4_bar_arrive<MLA_WS_BAR_KFULL + 1>(MLA_WS_THREADS);
+        if (ntiles > 1) dsv4_bar_arrive<MLA_WS_BAR_KFULL + 1>(G::THREADS);
     }
 
     /* After PV of tile i (called when i + 2 < ntiles): tile i + 2 into buffer BUF. */
@@ -99,19 +121,24 @@ struct MlaDecodeWsProd : MlaDecodeProd {
         land(sm, i + 2, wd);
     }
 
-    /* After tile i + 2 is announced: stage tile i + 3. */
-    static __device__ __forceinline__ void ws_ahead(const mla_params_t &, const MlaWork &, WsSmem &sm, int i,
+    /* After tile i + 2 is announced: stage tile i + 3; without SCONV also convert tile
+     * i + AHEAD (its ids landed with land()'s wait), staged in iteration i + AHEAD - 3,
+     * after the PV warps' next PREADY sync. */
+    static __device__ __forceinline__ void ws_ahead(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
                                                     int ntiles, int wd) {
         if (i + 3 < ntiles) stage(sm, i + 3, wd);
+        if (!SCONV && lane() < C::N / C::NW && i + AHEAD < ntiles) convert_next(p, w, sm, i + AHEAD, converter_row<C>());
         dsv4_cp_async_commit();
     }
 
-    /* The score warps convert the row sources from tile AHEAD on: lanes 0-7 of score warp
-     * q, row 8q + lane, each fetching its ids a tile ahead (cp.async, its own group). */
+    /* With SCONV the score warps convert the row sources from tile AHEAD on: lanes
+     * 0 .. 16 / SCORE_WARPS - 1 of score warp q, one row each, each fetching its ids a
+     * tile ahead (cp.async, its own group). */
+    static constexpr int SROWS = C::N / G::SCORE_WARPS;
     static __device__ __forceinline__ void ws_score_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int,
                                                           int q, int lane) {
-        if (lane < C::N / MLA_WS_SCORE_WARPS) {
-            const int row = q * (C::N / MLA_WS_SCORE_WARPS) + lane;
+        if (SCONV && lane < SROWS) {
+            const int row = q * SROWS + lane;
             mla_key_id_async(p, w, AHEAD * C::N + row, &sm.ids[AHEAD & 1][row]);
             dsv4_cp_async_commit();
         }
@@ -122,21 +149,27 @@ struct MlaDecodeWsProd : MlaDecodeProd {
      * the ids of the one after. */
     static __device__ __forceinline__ void ws_score_ahead(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
                                                           int ntiles, int, int) {
+        if (!SCONV) return;
         /* the row from an opaque %tid.x read: nothing of it lives through the QK loop
          * (the score warps are at the register cap) */
-        const int tid = mla_opaque_tid(), lane = tid & 31, q = (tid >> 5) - MLA_WS_PV_WARPS;
-        const int k = i + AHEAD;
-        if (lane < C::N / MLA_WS_SCORE_WARPS && k < ntiles) {
-            const int row = q * (C::N / MLA_WS_SCORE_WARPS) + lane;
+        const int tid = mla_opaque_tid(), lane = tid & 31, q = (tid >> 5) - G::PV_WARPS;
+        if (lane < SROWS && i + AHEAD < ntiles) {
             dsv4_cp_async_wait<0>(); /* its ids, fetched one tile ago */
-            mla_convert_row<C, MlaDecodeWsProd>(p, w, k, row, sm.ids[k & 1][row], sm, k % R, true);
-            mla_key_id_async(p, w, (k + 1) * C::N + row, &sm.ids[(k + 1) & 1][row]);
+            convert_next(p, w, sm, i + AHEAD, q * SROWS + lane);
             dsv4_cp_async_commit();
         }
     }
 };
-static_assert(sizeof(MlaDecodeWsProd::WsSmem) == MLA_SMEM_DECODE_WS, "sparse_mla_config.h's budget line is stale");
 
-extern "C" dsv4_status_t mla_launch_decode_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    return mla_ws_launch<MlaDecodeWsProd>("sparse_mla_decode", p, ctas, stream);
+/* config 4: 32 heads, conversion on the score warps (session 12 run 3: 53.6 us at T64
+ * H64 against 55.0 us with the PV warps converting) */
+typedef MlaDecodeWsProd<MlaWsGeo4, true> MlaDecodeWs4;
+/* config 5: 64 heads, 4 score + 8 PV warps, one p slot, one CTA per SM */
+typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>, MLA_WS64_SCORE_CONVERT> MlaDecodeWs5;
+static_assert(sizeof(MlaDecodeWs4::WsSmem) == MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla_config.h's budget is stale");
+static_assert(sizeof(MlaDecodeWs5::WsSmem) == MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla_config.h's budget is stale");
+
+extern "C" dsv4_status_t mla_launch_decode_ws(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
+    return config == MLA_CFG_WS ? mla_ws_launch<MlaDecodeWs4>("sparse_mla_decode", p, ctas, stream)
+                                : mla_ws_launch<MlaDecodeWs5>("sparse_mla_decode", p, ctas, stream);
 }

@@ -15,12 +15,13 @@
 #include "attention/mla_ws.cuh"
 
 struct MlaPrefillWsProd : MlaPrefillProd {
-    typedef MlaWsPv C;
+    typedef MlaWsGeo4 Geo;
+    typedef Geo::Pv C;
     static constexpr bool SPLITS = false;
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
         int ids[C::WD][2][MLA_N] __attribute__((aligned(16))); /* per PV warp, by tile parity */
-        MlaWsShared<2> c;
+        MlaWsShared<Geo, 2> c;
     };
 
     /* Tiles 0 and 1 and the ids of tile 2 (MlaPrefillProd::start), each tile announced
@@ -30,11 +31,11 @@ struct MlaPrefillWsProd : MlaPrefillProd {
         start<C>(p, w, sm, ntiles, wd);
         if (ntiles > 0) {
             dsv4_cp_async_wait<1>();
-            dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(MLA_WS_THREADS);
+            dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(Geo::THREADS);
         }
         if (ntiles > 1) {
             dsv4_cp_async_wait<0>();
-            dsv4_bar_arrive<MLA_WS_BAR_KFULL + 1>(MLA_WS_THREADS);
+            dsv4_bar_arrive<MLA_WS_BAR_KFULL + 1>(Geo::THREADS);
         }
     }
 

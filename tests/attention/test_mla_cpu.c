@@ -237,12 +237,14 @@ static void test_plan(th_ctx_t *t) {
         int64_t want_config, want_S;
         int want_merge;
     } cases[] = {
-        /* T = 64, 64 heads: config 4 (T >= 16), 2 head groups x 64 = 128 < 132 SMs -> S =
-         * floor(264/128) = 2; config 4 always merges in a second launch */
-        {64, 64, 128, 512, 132, 0, 0, 0, 4, 2, 1},
+        /* T = 64, 64 heads: config 5 (T >= 16, 64 | H), 64 units of one CTA per SM < 132
+         * -> S = floor(132/64) = 2; configs 4 and 5 always merge in a second launch */
+        {64, 64, 128, 512, 132, 0, 0, 0, 5, 2, 1},
         /* the same with config 2: 4096 merge rows are more than one wave (264) of merge
          * CTAs, a second launch too */
         {64, 64, 128, 512, 132, 0, 0, 2, 2, 2, 1},
+        /* T = 64, 96 heads: 64 does not divide H -> config 4; 192 units fill the SMs */
+        {64, 96, 128, 512, 132, 0, 0, 0, 4, 1, 0},
         /* T = 1: 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21 (7 + 25 keys) on;
          * S = 20 would leave a third tile of one key (7 + 26); 64 merge CTAs appended */
         {1, 64, 128, 512, 132, 0, 0, 0, 1, 21, 2},
@@ -252,14 +254,16 @@ static void test_plan(th_ctx_t *t) {
         /* config 3 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
         {4, 64, 128, 512, 132, 0, 0, 3, 3, 21, 2},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
-        {384, 64, 128, 512, 132, 0, 0, 0, 4, 1, 0},
+        {384, 64, 128, 512, 132, 0, 0, 0, 5, 1, 0},
+        /* config 5 at T = 1, 128 heads: 2 units of one CTA per SM, S <= 32 -> 21 */
+        {1, 128, 128, 512, 132, 0, 0, 5, 5, 21, 1},
         /* SWA-only, 128 keys: S <= min(floor(216/2), 32); one tile from S = 8 (16 keys) */
         {2, 16, 128, 0, 108, 0, 0, 0, 1, 8, 2},
         /* H = 48 cannot use 32-head CTAs; 100 x 3 groups of 16 fill 132 SMs -> S = 1 */
         {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
         /* forced */
         {64, 64, 128, 512, 132, 1, 0, 3, 3, 1, 0},
-        {64, 64, 128, 512, 132, 1, 1, 0, 4, 1, 1},
+        {64, 64, 128, 512, 132, 1, 1, 0, 5, 1, 1},
         {64, 64, 128, 512, 132, 16, 0, 1, 1, 16, 1},
         /* config 4 has no merge CTAs: a second launch even where they would fit (T = 8) */
         {64, 64, 128, 512, 132, 0, 0, 4, 4, 2, 1},
