@@ -62,6 +62,8 @@
     ((id) == MLA_CFG_WS     ? MLA_WS_PV_WARPS + 2                   \
      : (id) == MLA_CFG_WS64 ? 12                                    \
                             : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
+/* The warp-specialised configs (mla_ws.cuh): no merge CTAs in their launch. */
+#define MLA_CFG_IS_WS(id) ((id) == MLA_CFG_WS || (id) == MLA_CFG_WS64)
 /* Resident CTAs per SM a config's launch bounds plan for (the split policy's wave). */
 #define MLA_CFG_CTAS_PER_SM(id) ((id) == MLA_CFG_WS64 ? 1 : 2)
 

@@ -79,8 +79,7 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
      * CTA's): then they overlap the last splits and the second launch is saved. Without
      * an SM count (explicit num_splits, no device) the second launch; configs 4 and 5
      * have no merge CTAs (mla_ws.cuh), always the second launch. */
-    const int ws = config == MLA_CFG_WS || config == MLA_CFG_WS64;
-    const int appended = !ws && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
+    const int appended = !MLA_CFG_IS_WS(config) && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
     p->merge = S > 1 || d->force_merge ? (appended ? 2 : 1) : 0;
     const int64_t grid = launch_ctas(p, T, H);
     if (grid > INT32_MAX)
@@ -140,9 +139,8 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
         if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
     }
     const int64_t ctas = launch_ctas(&p, desc->num_tokens, desc->num_heads);
-    const int ws = p.config == MLA_CFG_WS || p.config == MLA_CFG_WS64;
-    DSV4_TRY(ws ? mla_launch_decode_ws((int)p.config, &k, ctas, stream)
-                : mla_launch_decode((int)p.config, &k, ctas, stream));
+    DSV4_TRY(MLA_CFG_IS_WS(p.config) ? mla_launch_decode_ws((int)p.config, &k, ctas, stream)
+                                     : mla_launch_decode((int)p.config, &k, ctas, stream));
     if (p.merge == 1) DSV4_TRY(mla_launch_merge(&k, stream));
     return DSV4_STATUS_SUCCESS;
 }
