@@ -59,7 +59,7 @@ if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
         case " ${DSV4_SANITIZE_ONLY:-$(basename "$t")} " in *" $(basename "$t") "*) ;; *) continue ;; esac
         log="$out/sanitizer/$tool-$(basename "$t").log"
         # racecheck cannot follow bar.arrive -> bar.sync ordering (tools/racecheck_arrive_repro.cu):
-        # the attention test leaves its warp-specialised kernel out of that run only.
+        # the attention test leaves its warp-specialised kernels (configs 4 and 5) out of that run only.
         rc_env=; [ "$tool" = racecheck ] && rc_env=DSV4_RACECHECK=1
         ( env $rc_env DSV4_TEST_EXCLUDE=${DSV4_SANITIZER_EXCLUDE:-} $tmo "$san" --tool "$tool" --error-exitcode 99 \
             "$t" --gpu-only >"$log" 2>&1; echo $? >"$log.rc" ) &

@@ -106,9 +106,10 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     };
 
     /* Slice group wd's cp.async of ring slot `slot` into raw[buf] (the slice table above).
-     * Group 0 writes the key flags into c.meta[mslot] (mslot >= 0). */
-    template <class C, class Smem>
-    static __device__ __forceinline__ void issue(Smem &sm, int slot, int buf, int wd, int mslot) {
+     * With FLAGS group 0 writes the key flags into c.meta[buf] (the engine; config 4/5's
+     * producer writes them when the tile lands). */
+    template <class C, bool FLAGS, class Smem>
+    static __device__ __forceinline__ void issue(Smem &sm, int slot, int buf, int wd) {
         static_assert(C::WD == 4 || C::WD == 8, "the slice table is for 4 or 8 dim slices");
         const int gt = mla_group_thread<C>(), row = gt / C::TPG, part = gt % C::TPG;
         /* both ring words first: a load after a cp.async (a memory clobber) waits for it */
@@ -128,7 +129,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
             /* an invalid row gets enc 127 (scale 1): its zero codes decode to 0 on the fast path */
             if (valid) dsv4_cp_async_4(&sm.scale[buf][wd][row], data + soff + scale_word_byte<C>(wd));
             else sm.scale[buf][wd][row] = 0x7F7F7F7Fu;
-            if (wd == 0 && mslot >= 0) sm.c.meta[mslot][row] = valid ? 1 : 0;
+            if (FLAGS && wd == 0) sm.c.meta[buf][row] = valid ? 1 : 0;
         }
     }
 

@@ -465,16 +465,39 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
 
 /* Row sources converted once per CTA into a ring of AHEAD + 1 slots ("Row sources" at
  * the top; decode, whose slot -> record math and L2 prefetch are worth doing once per
- * CTA, not once per slice group). Prod provides AHEAD, convert() and issue() (slice group
- * wd's cp.async of a ring slot into buffer `buf`; group 0 also sets the key flags of the
- * meta slot it is given, here `buf`); its Smem
- * the ring `src` and `ids[2][N]`. start() converts tiles 0 .. AH-1 (their ids by plain
- * loads: nothing is in flight yet), fetches the ids of tile AH by cp.async (they land
- * with tile 0) and issues tiles 0 and 1; step(i) issues tile i+1 from its slot, converts
- * tile i+AH and fetches the ids of tile i+AH+1. */
+ * CTA, not once per slice group). Prod provides AHEAD, convert() and issue<C, FLAGS>()
+ * (slice group wd's cp.async of a ring slot into buffer `buf`; with FLAGS group 0 also
+ * sets meta[buf]); its Smem the ring `src` and `ids[2][N]`. convert_first() converts
+ * tiles 0 .. AH-1 (their ids by plain loads: nothing is in flight yet); convert_next(k)
+ * converts tile k from the ids fetched a tile earlier and fetches those of tile k + 1.
+ * The engine's start() converts the first tiles, fetches the ids of tile AH (they land
+ * with tile 0) and issues tiles 0 and 1; step(i) issues tile i+1 from its slot and
+ * converts tile i+AH. */
 template <class Prod> struct MlaRingRows {
     template <class C> static __device__ __forceinline__ int converter_row() {
         return (int)(threadIdx.x >> 5) * (C::N / C::NW) + (int)(threadIdx.x & 31);
+    }
+
+    /* Converter row crow of tiles 0 .. AH-1. */
+    template <class C, class Smem>
+    static __device__ __forceinline__ void convert_first(const mla_params_t &p, const MlaWork &w, Smem &sm,
+                                                         int ntiles, int crow) {
+        constexpr int AH = Prod::AHEAD;
+        int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
+#pragma unroll
+        for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
+#pragma unroll
+        for (int j = 0; j < AH; ++j)
+            if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
+    }
+
+    /* Row `row` of tile k from its ids (landed with the caller's cp.async wait), with
+     * the L2 prefetch; then the ids of tile k + 1 by cp.async. */
+    template <class C, class Smem>
+    static __device__ __forceinline__ void convert_next(const mla_params_t &p, const MlaWork &w, Smem &sm, int k,
+                                                        int row) {
+        mla_convert_row<C, Prod>(p, w, k, row, sm.ids[k & 1][row], sm, k % (Prod::AHEAD + 1), true);
+        mla_key_id_async(p, w, (k + 1) * C::N + row, &sm.ids[(k + 1) & 1][row]);
     }
 
     template <class C, class Smem>
@@ -484,33 +507,23 @@ template <class Prod> struct MlaRingRows {
         static_assert(AH >= 2 && RPW >= 1 && RPW * C::NW == C::N, "see the row-source note at the top");
         const int crow = converter_row<C>();
         if ((threadIdx.x & 31) < RPW) {
-            int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
-#pragma unroll
-            for (int j = 0; j < AH; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
-#pragma unroll
-            for (int j = 0; j < AH; ++j)
-                if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
+            convert_first<C>(p, w, sm, ntiles, crow);
             mla_key_id_async(p, w, AH * C::N + crow, &sm.ids[AH & 1][crow]);
         }
         __syncthreads(); /* the ring slots of tiles 0 .. AH-1 */
-        if (ntiles > 0) Prod::template issue<C>(sm, 0, 0, wd, 0);
+        if (ntiles > 0) Prod::template issue<C, true>(sm, 0, 0, wd);
         dsv4_cp_async_commit();
-        if (ntiles > 1) Prod::template issue<C>(sm, 1, 1, wd, 1);
+        if (ntiles > 1) Prod::template issue<C, true>(sm, 1, 1, wd);
         dsv4_cp_async_commit();
     }
 
     template <class C, class Smem>
     static __device__ __forceinline__ void step(const mla_params_t &p, const MlaWork &w, Smem &sm, int i, int ntiles,
                                                 int wd) {
-        constexpr int AH = Prod::AHEAD, R = AH + 1;
-        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C>(sm, (i + 1) % R, (i & 1) ^ 1, wd, (i & 1) ^ 1);
-        if ((threadIdx.x & 31) < C::N / C::NW) {
-            const int k = i + AH, crow = converter_row<C>(); /* its ids arrived with the wait of [A] */
-            if (k < ntiles) {
-                mla_convert_row<C, Prod>(p, w, k, crow, sm.ids[k & 1][crow], sm, k % R, true);
-                mla_key_id_async(p, w, (k + 1) * C::N + crow, &sm.ids[(k + 1) & 1][crow]);
-            }
-        }
+        constexpr int R = Prod::AHEAD + 1;
+        if (i >= 1 && i + 1 < ntiles) Prod::template issue<C, true>(sm, (i + 1) % R, (i & 1) ^ 1, wd);
+        const int k = i + Prod::AHEAD;
+        if ((threadIdx.x & 31) < C::N / C::NW && k < ntiles) convert_next<C>(p, w, sm, k, converter_row<C>());
     }
 };
 

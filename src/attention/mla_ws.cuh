@@ -34,7 +34,7 @@
  * after their PV of tile i. With one p slot (config 5: two do not fit next to 64 heads'
  * state in 48 KB) the score warps also wait at PFREE before writing p of tile i >= 1;
  * PV warps arrive there after their PV of tile i - 1.
- * Key flags live in META slots (tile i in slot i % META), written by the producer. FINAL:
+ * Key flags live in two slots by buffer parity, written by the producer. FINAL:
  * score warps arrive after publishing each row's m and l; PV warps wait, then write the
  * output (or the split's partials) with the engine's epilogue (same finalisation and
  * division code, mla_softmax.cuh). compute-sanitizer racecheck cannot follow an arrive
@@ -58,7 +58,7 @@
  * (sparse_mla_config.h).
  *
  * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
- * c, an MlaWsShared<Geo, META>), SPLITS (whether the grid has a split dimension),
+ * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension),
  * ws_start() (the PV warps' start: tiles 0 and 1 into buffers 0 and 1, each announced by
  * an arrive at KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer
  * BUF), ws_ahead(i) (after tile i + 2 is announced: work for later tiles, off the score
@@ -98,8 +98,8 @@ typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_WS_CTAS_PER_SM> MlaWsGeo4;
 enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5, MLA_WS_BAR_PV = 6, MLA_WS_BAR_PFREE = 7 };
 
 /* The part of a warp-specialised CTA's shared memory that both roles use. */
-template <class G, int META> struct MlaWsShared {
-    int meta[META][MLA_N]; /* key flags of tile i in slot i % META (1 valid, 0 not) */
+template <class G> struct MlaWsShared {
+    int meta[2][MLA_N]; /* key flags of the tile in buffer b (1 valid, 0 not) */
     uint16_t ps[G::P_SLOTS][G::HC][MLA_PSTR] __attribute__((aligned(16)));
     float alpha[2][G::HC];
     float m[G::HC], l[G::HC];
@@ -131,14 +131,14 @@ static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32]
 }
 
 /* The online softmax of a score warp's 16 rows for the tile in buffer `buf` with key
- * flags meta[mslot] (lazy reference max, as mla_softmax_rows): p -> ps[pslot], alpha ->
+ * flags meta[buf] (lazy reference max, as mla_softmax_rows): p -> ps[pslot], alpha ->
  * alpha[buf]; m, l per row half (g, g + 8), l as this lane's partial sum. */
-template <class G, int META>
-static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], MlaWsShared<G, META> &c, int buf,
-                                                      int pslot, int mslot, int row0, float (&m)[2], float (&l)[2],
+template <class G>
+static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], MlaWsShared<G> &c, int buf, int pslot,
+                                                      int row0, float (&m)[2], float (&l)[2],
                                                       float scale, int lane) {
     const int g = lane >> 2, tq = lane & 3;
-    const int2 f0 = *(const int2 *)&c.meta[mslot][2 * tq], f1 = *(const int2 *)&c.meta[mslot][8 + 2 * tq];
+    const int2 f0 = *(const int2 *)&c.meta[buf][2 * tq], f1 = *(const int2 *)&c.meta[buf][8 + 2 * tq];
     const bool ok[4] = {f0.x != 0, f0.y != 0, f1.x != 0, f1.y != 0};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -172,13 +172,11 @@ static __device__ __forceinline__ void mla_ws_score_tile(const mla_params_t &p, 
                                                          const uint32_t (&qf)[1][32][4], int i, int ntiles, int q,
                                                          float (&m)[2], float (&l)[2], int lane) {
     typedef typename Prod::Geo G;
-    constexpr int META = sizeof(sm.c.meta) / sizeof(sm.c.meta[0]);
     dsv4_bar_sync<MLA_WS_BAR_KFULL + BUF>(G::THREADS);
     float s[2][4];
     mla_ws_scores(qf, &sm.k[BUF][0][0], s, lane);
     if (G::P_SLOTS == 1 && i > 0) dsv4_bar_sync<MLA_WS_BAR_PFREE>(G::THREADS); /* p of tile i - 1 read */
-    mla_ws_softmax(s, sm.c, BUF, G::P_SLOTS == 1 ? 0 : BUF, META == 2 ? BUF : i % META, 16 * q, m, l, p.scale,
-                   lane);
+    mla_ws_softmax(s, sm.c, BUF, G::P_SLOTS == 1 ? 0 : BUF, 16 * q, m, l, p.scale, lane);
     dsv4_bar_arrive<MLA_WS_BAR_PREADY + BUF>(G::THREADS);
     Prod::ws_score_ahead(p, w, sm, i, ntiles, q, lane);
 }

@@ -60,13 +60,13 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
         unsigned long long src[R][MLA_N];
         uint32_t scale_off[R][MLA_N];
         int ids[2][MLA_N];
-        MlaWsShared<G, 2> c;
+        MlaWsShared<G> c;
     };
 
     static __device__ __forceinline__ int lane() { return (int)(threadIdx.x & 31); }
 
     /* Stage tile k's raw slice (ring slot k % R). */
-    static __device__ __forceinline__ void stage(WsSmem &sm, int k, int wd) { issue<C>(sm, k % R, 0, wd, -1); }
+    static __device__ __forceinline__ void stage(WsSmem &sm, int k, int wd) { issue<C, false>(sm, k % R, 0, wd); }
 
     /* Wait for tile k's staged slice (and any ids in flight), dequantize it into buffer
      * b = k & 1; PV warp 0 writes the tile's key flags from its ring slot (converted
@@ -80,25 +80,11 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
         __syncwarp(); /* the raw slice is read before the next stage overwrites it */
     }
 
-    /* Converter lane `lane` of a role with `warps` warps, warp index `wr` within it: row
-     * wr * (16 / warps) + lane of tile k into the ring, and the ids of tile k + 1 fetched
-     * (they land with the lane's next cp.async wait). */
-    static __device__ __forceinline__ void convert_next(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int k,
-                                                        int row) {
-        mla_convert_row<C, MlaDecodeWsProd>(p, w, k, row, sm.ids[k & 1][row], sm, k % R, true);
-        mla_key_id_async(p, w, (k + 1) * C::N + row, &sm.ids[(k + 1) & 1][row]);
-    }
-
     static __device__ __forceinline__ void ws_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int ntiles,
                                                     int wd) {
         const int crow = converter_row<C>();
         if (lane() < C::N / C::NW) {
-            int id[AHEAD]; /* all loads first: one round trip */
-#pragma unroll
-            for (int j = 0; j < AHEAD; ++j) id[j] = j < ntiles ? mla_key_id(p, w, j * C::N + crow) : -1;
-#pragma unroll
-            for (int j = 0; j < AHEAD; ++j)
-                if (j < ntiles) mla_convert_row<C, MlaDecodeWsProd>(p, w, j, crow, id[j], sm, j, j >= 2);
+            convert_first<C>(p, w, sm, ntiles, crow);
             if (!SCONV) mla_key_id_async(p, w, AHEAD * C::N + crow, &sm.ids[AHEAD & 1][crow]);
         }
         dsv4_bar_sync<MLA_WS_BAR_PV>(32 * G::PV_WARPS); /* ring slots 0 .. AHEAD - 1 */
@@ -127,7 +113,8 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
     static __device__ __forceinline__ void ws_ahead(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
                                                     int ntiles, int wd) {
         if (i + 3 < ntiles) stage(sm, i + 3, wd);
-        if (!SCONV && lane() < C::N / C::NW && i + AHEAD < ntiles) convert_next(p, w, sm, i + AHEAD, converter_row<C>());
+        if (!SCONV && lane() < C::N / C::NW && i + AHEAD < ntiles)
+            convert_next<C>(p, w, sm, i + AHEAD, converter_row<C>());
         dsv4_cp_async_commit();
     }
 
@@ -155,7 +142,7 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
         const int tid = mla_opaque_tid(), lane = tid & 31, q = (tid >> 5) - G::PV_WARPS;
         if (lane < SROWS && i + AHEAD < ntiles) {
             dsv4_cp_async_wait<0>(); /* its ids, fetched one tile ago */
-            convert_next(p, w, sm, i + AHEAD, q * SROWS + lane);
+            convert_next<C>(p, w, sm, i + AHEAD, q * SROWS + lane);
             dsv4_cp_async_commit();
         }
     }

@@ -21,7 +21,7 @@ struct MlaPrefillWsProd : MlaPrefillProd {
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
         int ids[C::WD][2][MLA_N] __attribute__((aligned(16))); /* per PV warp, by tile parity */
-        MlaWsShared<Geo, 2> c;
+        MlaWsShared<Geo> c;
     };
 
     /* Tiles 0 and 1 and the ids of tile 2 (MlaPrefillProd::start), each tile announced

@@ -61,15 +61,10 @@ static __device__ __forceinline__ uint32_t kv_bf16x2_min(uint32_t a, uint32_t b)
     return d;
 }
 
-/* Bit 15 and bit 31 of x, each replicated over its 16-bit lane: prmt in its default mode
- * with selector nibbles 0x9 / 0xB (byte 1 / byte 3, msb set: replicate the byte's sign).
- * Not __byte_perm: nvcc masks its selector to 3 bits per byte (0xBB99 became 0x3311),
- * which the first H200 run of this code caught (docs/kvcache.md, v2). */
-static __device__ __forceinline__ uint32_t kv_sign_bytes(uint32_t x) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, 0, 0xBB99;\n" : "=r"(d) : "r"(x));
-    return d;
-}
+/* Bit 15 and bit 31 of x, each replicated over its 16-bit lane: selector nibbles 0x9 /
+ * 0xB (the signs of bytes 1 / 3; dsv4_prmt says why not __byte_perm, which the first H200
+ * run of this code caught). */
+static __device__ __forceinline__ uint32_t kv_sign_bytes(uint32_t x) { return dsv4_prmt<0xBB99>(x); }
 
 /* kv_quant_elem (kv_record.h) of both halves of the bf16 pair w, in 16-bit lanes: the
  * codes land in bytes 0 and 2 (bytes 1 and 3 hold junk). inv2 = kv_inv_scale(enc) as a

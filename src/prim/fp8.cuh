@@ -32,17 +32,25 @@ static __device__ __forceinline__ uint32_t dsv4_bf16x2_mul(uint32_t a, uint32_t 
 /* UE8M0 scale byte as a bf16x2 pair 2^(enc-127) (0 for enc 0, +inf for enc 255). */
 static __device__ __forceinline__ uint32_t dsv4_ue8m0_bf16x2(uint32_t enc) { return (enc << 7) * 0x00010001u; }
 
+/* The bytes of x picked by SEL (prmt.b32 x, 0, SEL in its default mode): selector nibble
+ * n names byte n of the result, 0-3 a byte of x, 4-7 a zero byte, and 8 + b the sign of
+ * byte b replicated over the byte. Not __byte_perm: nvcc masks its selector to 3 bits
+ * per byte (0xBB99 became 0x3311; docs/kvcache.md, v2). */
+template <unsigned SEL> static __device__ __forceinline__ uint32_t dsv4_prmt(uint32_t x) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(d) : "r"(x), "n"(SEL));
+    return d;
+}
+
 /* Bytes 0..3 of w -> out[0] = (e0, e1), out[1] = (e2, e3) as bf16 values times 2^-120:
  * each lane is sign << 15 | (b & 0x7F) << 4 (the e4m3 exponent and mantissa bits land in
  * bf16's, subnormals included). Three instructions per pair: prmt sign-extends each byte
- * to its 16-bit lane (selector nibbles 8 + byte: replicate the byte's sign; not
- * __byte_perm, which masks the selector to 3 bits), then << 4 puts the sign copies at bit
- * 15 and the code at bits 11..4, and the mask keeps bit 15 and bits 10..4 of each lane
- * (the bits shifted across the lane boundary fall outside it). */
+ * to its 16-bit lane, then << 4 puts the sign copies at bit 15 and the code at bits
+ * 11..4, and the mask keeps bit 15 and bits 10..4 of each lane (the bits shifted across
+ * the lane boundary fall outside it). */
 static __device__ __forceinline__ void dsv4_e4m3x4_raw_bf16(uint32_t w, uint32_t out[2]) {
-    uint32_t lo, hi;
-    asm("prmt.b32 %0, %1, 0, 0x9180;\n" : "=r"(lo) : "r"(w)); /* lanes: sext(b0), sext(b1) */
-    asm("prmt.b32 %0, %1, 0, 0xB3A2;\n" : "=r"(hi) : "r"(w)); /* lanes: sext(b2), sext(b3) */
+    const uint32_t lo = dsv4_prmt<0x9180>(w); /* lanes: sext(b0), sext(b1) */
+    const uint32_t hi = dsv4_prmt<0xB3A2>(w); /* lanes: sext(b2), sext(b3) */
     out[0] = (lo << 4) & 0x87F087F0u;
     out[1] = (hi << 4) & 0x87F087F0u;
 }

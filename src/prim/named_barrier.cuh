@@ -3,7 +3,7 @@
  * between warps of one CTA.
  *
  * dsv4_bar_sync(id, n) waits until n threads (a multiple of 32, whole warps) have
- * arrived at barrier `id` (1..15; 0 is __syncthreads); dsv4_bar_arrive(id, n) counts the
+ * arrived at barrier `id` (1..15; 0 is __syncthreads); dsv4_bar_arrive<ID>(n) counts the
  * calling warp in without waiting. Shared-memory writes made before an arrive are
  * visible to the threads that complete the matching sync (PTX memory model: the arrive
  * releases, the sync acquires), so a producer warp can publish a buffer with one arrive.
@@ -15,9 +15,6 @@
 
 static __device__ __forceinline__ void dsv4_bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-static __device__ __forceinline__ void dsv4_bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
 template <int ID> static __device__ __forceinline__ void dsv4_bar_sync(int n) {

@@ -9,12 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/sparse_mla_config.h"
 #include "dsv4/numerics.h"
 #include "mla_case.h"
 #include "test_mla.h"
-
-/* Heads per CTA of a forced config (attention.h's config table). */
-static int mla_cfg_heads(int config) { return config == 1 ? 16 : config == 5 ? 64 : 32; }
 
 typedef struct {
     int config; /* 0 = auto */
@@ -50,7 +48,7 @@ static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_
     uint16_t *out = malloc(n * 2);
     for (int i = 0; i < nopts; ++i) {
         const int H = c->H;
-        if (opts[i].config && H % mla_cfg_heads(opts[i].config)) continue;
+        if (opts[i].config && H % MLA_CFG_HC(opts[i].config)) continue;
         dsv4_sparse_mla_decode_desc_t desc = d.desc;
         desc.config = opts[i].config;
         desc.num_splits = opts[i].splits;
@@ -222,7 +220,7 @@ void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
         const size_t n = (size_t)c->T * c->H * 512;
         uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
         for (int cfg = 1; cfg <= 5; ++cfg) {
-            if (c->H % mla_cfg_heads(cfg) || racecheck_skips(cfg)) continue;
+            if (c->H % MLA_CFG_HC(cfg) || racecheck_skips(cfg)) continue;
             dsv4_sparse_mla_decode_desc_t desc = d.desc;
             desc.config = cfg;
             desc.num_splits = 1;
@@ -282,7 +280,7 @@ static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *co
     mla_prefill_upload(&d, &g);
     uint16_t *out = malloc(n * 2);
     for (int i = 0; i < ncfg; ++i) {
-        if (configs[i] && c->H % mla_cfg_heads(configs[i])) continue;
+        if (configs[i] && c->H % MLA_CFG_HC(configs[i])) continue;
         dsv4_sparse_mla_prefill_desc_t desc = d.desc;
         desc.config = configs[i];
         dsv4_sparse_mla_plan_t p;
