@@ -11,6 +11,10 @@
  *   seam_route the small-T and tensor-core routes forced at T = 6, 12, 16.
  *   post_sqrsum, collapse_norm, gates: the standalone ops at T = 8192 (copy ceiling).
  *
+ * The seam and gates cases split fn once at setup (dsv4_mhc_fn_split) and pass fn_split,
+ * as a model does after loading, so their tensor-core rows time K1 + K2 only. One row,
+ * "T=512 H=5120 split per call", passes fn_split = NULL: the per-call K0 stays visible.
+ *
  * With --check each case first compares one run with the CPU reference: every token up
  * to T = 64, else 16 sampled tokens (the config says which). Without a GPU each case runs
  * the CPU reference on a small model-shaped input (H = 5120, T <= 4) and checks it.
@@ -77,6 +81,7 @@ typedef struct {
     dsv4_mhc_seam_desc_t d;
     dsv4_mhc_seam_args_t a;
     void *bufs[16];
+    uint16_t *split; /* fn's split (dsv4_mhc_fn_split) when made at setup, else NULL */
     int nbufs;
     void *ws;
     size_t ws_bytes;
@@ -94,7 +99,16 @@ static void seam_free(seam_state_t *s) {
     if (s->ws) bench_dev_free(s->ws);
 }
 
-static int seam_setup(seam_state_t *s, const host_in_t *h, int route) {
+static dsv4_status_t split_launch(bench_ctx_t *ctx, void *state) {
+    seam_state_t *s = state;
+    const dsv4_mhc_fn_split_desc_t d = {s->d.hidden, 0};
+    const dsv4_mhc_fn_split_args_t a = {s->a.fn, s->split};
+    return dsv4_mhc_fn_split(&d, &a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+
+/* presplit = 1: fn's split is made here, once (what a model does after loading), and
+ * every run passes it as fn_split; 0: fn_split = NULL, each tensor-core run splits fn. */
+static int seam_setup(bench_ctx_t *ctx, seam_state_t *s, const host_in_t *h, int route, int presplit) {
     const int64_t T = h->T, H = h->H;
     memset(s, 0, sizeof *s);
     const dsv4_mhc_seam_desc_t d = {T, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
@@ -114,10 +128,16 @@ static int seam_setup(seam_state_t *s, const host_in_t *h, int route) {
                               dev_copy(s, NULL, (size_t)(4 * T) * 4),
                               dev_copy(s, NULL, (size_t)(T * H) * 2),
                               NULL,
+                              NULL,
                               NULL};
     s->a = a;
+    if (presplit) s->split = dev_copy(s, NULL, (size_t)(48 * 4 * H) * 2);
     for (int i = 0; i < s->nbufs; ++i)
         if (!s->bufs[i]) return 1;
+    if (presplit) {
+        if (bench_run_once(ctx, split_launch, s)) return 1;
+        s->a.fn_split = s->split;
+    }
     if (dsv4_mhc_seam_workspace_size(&s->d, &s->ws_bytes)) return 1;
     s->ws = bench_dev_alloc(s->ws_bytes);
     return s->ws ? 0 : 1;
@@ -194,7 +214,7 @@ static int seam_check(const host_in_t *h, const seam_state_t *s, char *note, siz
     d.route = pl.route;
     float *rp = ref_g, post[256], comb[1024], pre[256];
     dsv4_mhc_seam_args_t a = {sub.x, sub.R, sub.post, sub.comb, h->fn, h->scale, h->base, sub.pre_mix, h->w,
-                              ref_R, post,  comb,     pre,      ref_li, NULL,  NULL};
+                              ref_R, post,  comb,     pre,      ref_li, NULL,  NULL, NULL};
     if (!bad && dsv4_mhc_seam_ref(&d, &a) == DSV4_STATUS_SUCCESS) {
         for (int64_t i = 0; i < n; ++i) {
             memcpy(rp + 24 * i, post + 4 * i, 16);
@@ -237,7 +257,7 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     float post[16], comb[64], pre[16];
     cpu_seam_t c = {&h, {n, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0},
                     {h.x, h.R, h.post, h.comb, h.fn, h.scale, h.base, h.pre_mix, NULL, R, post, comb, pre, li, NULL,
-                     NULL}};
+                     NULL, NULL}};
     bench_timing_t tm;
     bench_time_cpu(cpu_seam_run, &c, 3, &tm);
     dsv4_mhc_post_desc_t pd = {n, H, 0, 0, 0};
@@ -257,13 +277,14 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     return bad;
 }
 
-static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route, int warm) {
+static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route, int warm,
+                     int presplit) {
     if (!ctx->have_gpu) return seam_case_cpu(ctx, op, name, T, route);
     const int64_t H = H_BENCH;
     host_in_t h;
     host_in_make(&h, T, H, 0x5EA4 + (uint64_t)T);
     seam_state_t s;
-    int bad = seam_setup(&s, &h, route);
+    int bad = seam_setup(ctx, &s, &h, route, presplit);
     char config[256] = "", note[160] = "not checked";
     const char *check = "skipped";
     if (!bad && ctx->check) {
@@ -274,9 +295,10 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
     if (!bad && (warm ? bench_time_warm : bench_time)(ctx, seam_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         dsv4_mhc_plan_t pl;
         dsv4_mhc_plan(T, H, 0, route, &pl);
-        snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB; %s", H_BENCH,
-                 pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits,
-                 (int)pl.tokens_per_cta, (long long)pl.ctas, pl.workspace_bytes, note);
+        snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB fn=%s; %s",
+                 H_BENCH, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits,
+                 (int)pl.tokens_per_cta, (long long)pl.ctas, pl.workspace_bytes,
+                 presplit ? "pre-split" : "split per call", note);
         const double bytes = 20.0 * H * T, flops = 2.0 * 24 * 4 * H * T;
         bench_report(ctx, op, name, config, &tm, bytes, flops, T >= 512 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, check);
     } else {
@@ -289,27 +311,29 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
 }
 
 /* warm = 1: inputs left in L2 by the previous rep (bench_time_warm), as in a decode step
- * where x comes straight from the sublayer; the main rows flush L2 first. */
-#define SEAM_CASE(fn, T, route, warm)                                                                \
+ * where x comes straight from the sublayer; the main rows flush L2 first. presplit = 0:
+ * fn_split = NULL (the per-call K0 on the tensor-core route). */
+#define SEAM_CASE(fn, T, route, warm, presplit)                                                      \
     static int fn(bench_ctx_t *ctx, const char *op, const char *name) {                              \
-        return seam_case(ctx, op, name, T, route, warm);                                             \
+        return seam_case(ctx, op, name, T, route, warm, presplit);                                   \
     }
-SEAM_CASE(seam_t1, 1, 0, 0)
-SEAM_CASE(seam_t6, 6, 0, 0)
-SEAM_CASE(seam_t12, 12, 0, 0)
-SEAM_CASE(seam_t16, 16, 0, 0)
-SEAM_CASE(seam_t64, 64, 0, 0)
-SEAM_CASE(seam_t512, 512, 0, 0)
-SEAM_CASE(seam_t2048, 2048, 0, 0)
-SEAM_CASE(seam_t8192, 8192, 0, 0)
-SEAM_CASE(seam_t6_warm, 6, 0, 1)
-SEAM_CASE(seam_t12_warm, 12, 0, 1)
-SEAM_CASE(route_small_t6, 6, DSV4_MHC_ROUTE_SMALL_T, 0)
-SEAM_CASE(route_tc_t6, 6, DSV4_MHC_ROUTE_TENSOR_CORE, 0)
-SEAM_CASE(route_small_t12, 12, DSV4_MHC_ROUTE_SMALL_T, 0)
-SEAM_CASE(route_tc_t12, 12, DSV4_MHC_ROUTE_TENSOR_CORE, 0)
-SEAM_CASE(route_small_t16, 16, DSV4_MHC_ROUTE_SMALL_T, 0)
-SEAM_CASE(route_tc_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE, 0)
+SEAM_CASE(seam_t1, 1, 0, 0, 1)
+SEAM_CASE(seam_t6, 6, 0, 0, 1)
+SEAM_CASE(seam_t12, 12, 0, 0, 1)
+SEAM_CASE(seam_t16, 16, 0, 0, 1)
+SEAM_CASE(seam_t64, 64, 0, 0, 1)
+SEAM_CASE(seam_t512, 512, 0, 0, 1)
+SEAM_CASE(seam_t512_split_per_call, 512, 0, 0, 0)
+SEAM_CASE(seam_t2048, 2048, 0, 0, 1)
+SEAM_CASE(seam_t8192, 8192, 0, 0, 1)
+SEAM_CASE(seam_t6_warm, 6, 0, 1, 1)
+SEAM_CASE(seam_t12_warm, 12, 0, 1, 1)
+SEAM_CASE(route_small_t6, 6, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t6, 6, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t12, 12, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t12, 12, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t16, 16, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
 
 /* ---- standalone ops at T = 8192 ------------------------------------------------------------- */
 typedef struct {
@@ -352,13 +376,15 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
     const uint16_t *x = h.x;
     uint16_t *R_out = NULL, *out = NULL;
     float *sq = NULL, *gpost = NULL, *gcomb = NULL, *gpre = NULL;
+    const uint16_t *split = NULL;
     if (ctx->have_gpu) {
-        bad = seam_setup(&bufs, &h, 0);
+        bad = seam_setup(ctx, &bufs, &h, 0, which == 2); /* gates: fn split once, as a model does */
         x = bufs.a.x, R = bufs.a.residual, post = bufs.a.post, comb = bufs.a.comb, fn = bufs.a.fn;
         scale = bufs.a.scale, base = bufs.a.base, pm = bufs.a.pre_mix, w = bufs.a.norm_weight;
         R_out = bufs.a.residual_out, out = bufs.a.layer_input;
         sq = bufs.a.pre_out, gpost = bufs.a.post_out, gcomb = bufs.a.comb_out, gpre = bufs.a.pre_out;
         o.ws = bufs.ws, o.ws_bytes = bufs.ws_bytes;
+        split = bufs.split;
     } else {
         R_out = malloc((size_t)(T * 4 * H) * 2), out = malloc((size_t)(T * H) * 2);
         sq = malloc((size_t)T * 4), gpost = malloc((size_t)T * 16), gcomb = malloc((size_t)T * 64);
@@ -370,7 +396,7 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
     const dsv4_mhc_collapse_desc_t cd = {T, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
     const dsv4_mhc_collapse_args_t ca = {R, pm, w, out, NULL};
     const dsv4_mhc_gates_desc_t gd = {T, H, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
-    const dsv4_mhc_gates_args_t ga = {R, fn, scale, base, NULL, gpost, gcomb, gpre, NULL};
+    const dsv4_mhc_gates_args_t ga = {R, fn, scale, base, NULL, gpost, gcomb, gpre, NULL, split};
     o.pd = pd, o.pa = pa, o.cd = cd, o.ca = ca, o.gd = gd, o.ga = ga;
     /* post+sqrsum reads x and R, writes R_new (18H) + sqrsum; collapse+norm reads R, writes
      * the layer input (10H); gates reads R (8H) */
@@ -411,8 +437,10 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
         free(R_out), free(out), free(sq), free(gpost), free(gcomb), free(gpre);
     } else {
         if (!bad && bench_time(ctx, op_launch, &o, &tm) == DSV4_STATUS_SUCCESS) {
-            bench_report(ctx, op, name, "H=5120 T=8192 (timing only; the tests check these ops)", &tm, bytes, flops,
-                         BENCH_CEIL_COPY, "skipped");
+            bench_report(ctx, op, name,
+                         which == 2 ? "H=5120 T=8192 fn=pre-split (timing only; the tests check these ops)"
+                                    : "H=5120 T=8192 (timing only; the tests check these ops)",
+                         &tm, bytes, flops, BENCH_CEIL_COPY, "skipped");
         } else {
             printf("%-16s %-34s FAILED: %s\n", op, name, dsv4_last_error());
             bad = 1;
@@ -434,6 +462,7 @@ const bench_case_t bench_mhc_cases[] = {
     {"mhc_seam_v41", "T=16 H=5120", seam_t16},
     {"mhc_seam_v41", "T=64 H=5120", seam_t64},
     {"mhc_seam_v41", "T=512 H=5120", seam_t512},
+    {"mhc_seam_v41", "T=512 H=5120 split per call", seam_t512_split_per_call},
     {"mhc_seam_v41", "T=2048 H=5120", seam_t2048},
     {"mhc_seam_v41", "T=8192 H=5120", seam_t8192},
     {"mhc_seam_v41", "T=6 H=5120 warm L2", seam_t6_warm},

@@ -16,6 +16,7 @@
  *   dsv4_mhc_seam       post of sublayer k fused with the pre of sublayer k+1: the V4
  *                       mhc_fused_post_pre and the V4.1 mhc_fused_post_pre_delayed
  *   dsv4_mhc_fn_bcast   fn_bcast[m][h] = sum_s fn[m][s*H + h], once after loading
+ *   dsv4_mhc_fn_split   fn's bf16 hi / lo split for the tensor-core route, once after loading
  *   dsv4_mhc_plan       which projection route and split count a call will use
  *
  * ---------------------------------------------------------------------------------
@@ -29,6 +30,8 @@
  *   fn           [24, 4H] fp32: flat column s*H + h; rows 0..3 pre, 4..7 post,
  *                8..23 comb logits, (j, k) at row 8 + 4j + k
  *   fn_bcast     [24, H] fp32 (dsv4_mhc_fn_bcast)
+ *   fn_split     [48, K] bf16 (dsv4_mhc_fn_split): rows 0..23 hi, 24..47 lo of fn (K = 4H)
+ *                or of fn_bcast (K = H)
  *   scale        [3] fp32: [0] pre, [1] post, [2] comb;  base [24] fp32
  *   post         [T, 4] fp32;  comb [T, 4, 4] fp32 row-major, comb[t][j][k];
  *   pre, pre_mix [T, 4] fp32;  mix [T, 24] fp32;  sqrsum [T] fp32 (all contiguous)
@@ -85,7 +88,8 @@
  *   TENSOR_CORE (auto for T >= 16, or when no geometry tiles H): mma.sync.m16n8k16 on the
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits;
- *     a small kernel writes the split into the workspace first), fp32 accumulation:
+ *     a small kernel writes the split into the workspace first, unless the call passes
+ *     fn_split, the same split made once by dsv4_mhc_fn_split), fp32 accumulation:
  *     tolerance 1e-5 as on the FMA route. Blocks of 32 tokens, split-K over S slices.
  *     In a seam, post, collapse, sum of squares and projection run in one pass over the
  *     residual. It addresses token rows with 32-bit element offsets: a run call in which
@@ -243,6 +247,10 @@ typedef struct dsv4_mhc_gates_args {
     float *comb;              /* [T, 4, 4] fp32 out                                           */
     float *pre;               /* [T, 4] fp32 out                                              */
     float *mix;               /* [T, 24] fp32 out (raw * rms, before scale/base), or NULL     */
+    const uint16_t *fn_split; /* [48, K] bf16 fn's split from dsv4_mhc_fn_split (of this fn,
+                                 same broadcast), or NULL. When given, the tensor-core route
+                                 reads it and skips its per-call split kernel; the small-T
+                                 route ignores it. Same bits either way                       */
 } dsv4_mhc_gates_args_t;
 
 dsv4_status_t dsv4_mhc_gates_check(const dsv4_mhc_gates_desc_t *desc);
@@ -289,6 +297,10 @@ typedef struct dsv4_mhc_pre_args {
     uint16_t *residual_out;      /* broadcast: [T, 4, H] bf16 copy of e (required); else NULL */
     uint16_t *aux;               /* [T, H] bf16 stream mean of the collapsed residual, or NULL */
     float *mix;                  /* [T, 24] fp32 out, or NULL                                  */
+    const uint16_t *fn_split;    /* [48, K] bf16 fn's split from dsv4_mhc_fn_split (of this fn,
+                                    same broadcast), or NULL. When given, the tensor-core route
+                                    reads it and skips its per-call split kernel; the small-T
+                                    route ignores it. Same bits either way                     */
 } dsv4_mhc_pre_args_t;
 
 dsv4_status_t dsv4_mhc_pre_check(const dsv4_mhc_pre_desc_t *desc);
@@ -339,6 +351,10 @@ typedef struct dsv4_mhc_seam_args {
     uint16_t *layer_input;       /* [T, H] bf16 out                                         */
     uint16_t *aux;               /* [T, H] bf16 stream mean of residual_out, or NULL        */
     float *mix;                  /* [T, 24] fp32 out, or NULL                               */
+    const uint16_t *fn_split;    /* [48, 4H] bf16 fn's split from dsv4_mhc_fn_split (of this
+                                    fn, broadcast = 0), or NULL. When given, the tensor-core
+                                    route reads it and skips its per-call split kernel; the
+                                    small-T route ignores it. Same bits either way          */
 } dsv4_mhc_seam_args_t;
 
 dsv4_status_t dsv4_mhc_seam_check(const dsv4_mhc_seam_desc_t *desc);
@@ -365,6 +381,40 @@ dsv4_status_t dsv4_mhc_fn_bcast_workspace_size(const dsv4_mhc_fn_bcast_desc_t *d
 dsv4_status_t dsv4_mhc_fn_bcast(const dsv4_mhc_fn_bcast_desc_t *desc, const dsv4_mhc_fn_bcast_args_t *args,
                                 void *workspace, size_t workspace_bytes, dsv4_stream_t stream);
 dsv4_status_t dsv4_mhc_fn_bcast_ref(const dsv4_mhc_fn_bcast_desc_t *desc, const dsv4_mhc_fn_bcast_args_t *args);
+
+/* ===================================================================================
+ * dsv4_mhc_fn_split: fn's two-term bf16 split, the B operand of the tensor-core route,
+ * made once after loading (fn is a weight). Pass it as fn_split to dsv4_mhc_gates,
+ * dsv4_mhc_pre and dsv4_mhc_seam: their tensor-core route then reads it instead of
+ * splitting fn into the workspace on every call (one launch and 24K x 8 bytes of traffic
+ * less per call). K = 4H (fn [24, 4H]), or H with broadcast = 1 (fn is fn_bcast [24, H]).
+ *   fn_split[m][k]      = hi = bf16(fn[m][k])                  (rows 0..23)
+ *   fn_split[24 + m][k] = lo = bf16(fn[m][k] - float(hi))      (rows 24..47)
+ * bf16() is dsv4_f32_to_bf16 (numerics.h: round to nearest even, subnormals kept, NaN ->
+ * 0x7FFF, the bits of the kernel's cvt.rn.bf16x2.f32); the difference is one fp32
+ * subtraction, exact for a finite fn whose hi is finite. Bit-exact: the kernel, the
+ * reference and the per-call split give the same bits, so a call given fn_split produces
+ * the same outputs as one without. hi + lo is fn within 2^-17 relative (2^-134 absolute
+ * where lo is subnormal). Special values: fn = +-inf gives hi = +-inf, lo = NaN; fn = NaN
+ * gives hi = lo = NaN (0x7FFF); a finite fn that rounds to +-inf (|fn| >= 0x1.ffp127)
+ * gives hi = +-inf, lo = -+inf. The tensor-core projection over any of them is NaN, with
+ * or without fn_split. Workspace: none.
+ * =================================================================================== */
+typedef struct dsv4_mhc_fn_split_desc {
+    int64_t hidden;    /* H                                                    */
+    int32_t broadcast; /* 1: fn is fn_bcast [24, H], K = H; 0: fn [24, 4H]    */
+} dsv4_mhc_fn_split_desc_t;
+
+typedef struct dsv4_mhc_fn_split_args {
+    const float *fn;    /* [24, K] fp32                                            */
+    uint16_t *fn_split; /* [48, K] bf16 out: rows 0..23 hi, 24..47 lo (16-byte aligned) */
+} dsv4_mhc_fn_split_args_t;
+
+dsv4_status_t dsv4_mhc_fn_split_check(const dsv4_mhc_fn_split_desc_t *desc);
+dsv4_status_t dsv4_mhc_fn_split_workspace_size(const dsv4_mhc_fn_split_desc_t *desc, size_t *bytes);
+dsv4_status_t dsv4_mhc_fn_split(const dsv4_mhc_fn_split_desc_t *desc, const dsv4_mhc_fn_split_args_t *args,
+                                void *workspace, size_t workspace_bytes, dsv4_stream_t stream);
+dsv4_status_t dsv4_mhc_fn_split_ref(const dsv4_mhc_fn_split_desc_t *desc, const dsv4_mhc_fn_split_args_t *args);
 
 #ifdef __cplusplus
 }

@@ -412,6 +412,7 @@ class dsv4_mhc_gates_args_t(ctypes.Structure):
         ("comb", ctypes.c_void_p),  # float *comb
         ("pre", ctypes.c_void_p),  # float *pre
         ("mix", ctypes.c_void_p),  # float *mix
+        ("fn_split", ctypes.c_void_p),  # const uint16_t *fn_split
     ]
 
 
@@ -446,6 +447,7 @@ class dsv4_mhc_pre_args_t(ctypes.Structure):
         ("residual_out", ctypes.c_void_p),  # uint16_t *residual_out
         ("aux", ctypes.c_void_p),  # uint16_t *aux
         ("mix", ctypes.c_void_p),  # float *mix
+        ("fn_split", ctypes.c_void_p),  # const uint16_t *fn_split
     ]
 
 
@@ -483,6 +485,7 @@ class dsv4_mhc_seam_args_t(ctypes.Structure):
         ("layer_input", ctypes.c_void_p),  # uint16_t *layer_input
         ("aux", ctypes.c_void_p),  # uint16_t *aux
         ("mix", ctypes.c_void_p),  # float *mix
+        ("fn_split", ctypes.c_void_p),  # const uint16_t *fn_split
     ]
 
 
@@ -496,6 +499,20 @@ class dsv4_mhc_fn_bcast_args_t(ctypes.Structure):
     _fields_ = [
         ("fn", ctypes.c_void_p),  # const float *fn
         ("fn_bcast", ctypes.c_void_p),  # float *fn_bcast
+    ]
+
+
+class dsv4_mhc_fn_split_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("hidden", ctypes.c_int64),  # int64_t hidden
+        ("broadcast", ctypes.c_int32),  # int32_t broadcast
+    ]
+
+
+class dsv4_mhc_fn_split_args_t(ctypes.Structure):
+    _fields_ = [
+        ("fn", ctypes.c_void_p),  # const float *fn
+        ("fn_split", ctypes.c_void_p),  # uint16_t *fn_split
     ]
 
 
@@ -535,6 +552,8 @@ STRUCTS = [
     dsv4_mhc_seam_args_t,
     dsv4_mhc_fn_bcast_desc_t,
     dsv4_mhc_fn_bcast_args_t,
+    dsv4_mhc_fn_split_desc_t,
+    dsv4_mhc_fn_split_args_t,
 ]
 
 # name -> (restype, [argtypes]) of every exported function
@@ -609,6 +628,10 @@ PROTOTYPES = {
     "dsv4_mhc_fn_bcast_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_bcast_desc_t), ctypes.c_void_p]),
     "dsv4_mhc_fn_bcast": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_bcast_desc_t), ctypes.POINTER(dsv4_mhc_fn_bcast_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_mhc_fn_bcast_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_bcast_desc_t), ctypes.POINTER(dsv4_mhc_fn_bcast_args_t)]),
+    "dsv4_mhc_fn_split_check": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t)]),
+    "dsv4_mhc_fn_split_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.c_void_p]),
+    "dsv4_mhc_fn_split": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_mhc_fn_split_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t)]),
     "dsv4_probe_empty": (ctypes.c_int, [ctypes.c_void_p]),
     "dsv4_probe_mma_bf16": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
     "dsv4_probe_mma_flops": (ctypes.c_double, [ctypes.c_int, ctypes.c_int]),

@@ -47,6 +47,7 @@ typedef struct mhc_pipe {
     const float *post_in, *comb_in; /* POST only */
     const float *pre_mix;           /* DELAYED collapse; NULL = stream 0 */
     const float *fn, *scale, *base;
+    const uint16_t *fn_split; /* fn's hi / lo split from dsv4_mhc_fn_split [48][K], or NULL */
     const float *sqrsum_in; /* replaces the projection's sq when not NULL */
     const uint16_t *norm_w;
     /* outputs */
@@ -62,7 +63,8 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
     unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
-    uint16_t *fn_hl; /* tensor-core route: K0's bf16 hi / lo rows of fn, [48][K]      */
+    const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
+                              fn_split, or K0's split in the workspace (mhc_pipe_launch) */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */
@@ -96,8 +98,8 @@ dsv4_status_t mhc_check_overlaps(const mhc_args_check_t *c);
 /* A bf16 tensor of T rows of `row` elements at `stride` (16-byte aligned on run calls). */
 dsv4_status_t mhc_arg_rows(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t T,
                            int64_t stride, int64_t row, int is_output);
-/* The tensors every pipeline has (fn, scale, base, sqrsum_in, the gate outputs), under
- * the names the calling operator uses for its gate outputs. */
+/* The tensors every pipeline has (fn, scale, base, the optional fn_split and sqrsum_in,
+ * the gate outputs), under the names the calling operator uses for its gate outputs. */
 dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char *post_name, const char *comb_name,
                             const char *pre_name);
 /* The collapse tensors of pre and seam as p holds them: pre_mix, norm_weight (optional),
@@ -117,7 +119,8 @@ dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* The tensor-core kernel addresses token rows as base + a 32-bit element offset: a tensor
  * whose last element lies past 2^32 - 1 is refused (DSV4_STATUS_UNSUPPORTED). */
 dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p);
-/* Checks the workspace against the plan, then enqueues K1 and K2. */
+/* Checks the workspace against the plan, then enqueues the small-T kernel, or K0 (unless
+ * p->fn_split is given), K1 and K2. */
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream);
 
 /* ---- CPU reference building blocks (gates_ref.c, collapse_ref.c) ----------------------- */
@@ -132,12 +135,18 @@ void mhc_collapse_ref_token(const uint16_t *R, int64_t H, const float *p, const 
 void mhc_post_ref_run(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs, int64_t ros);
 /* dsv4_mhc_fn_bcast's checks (run = 1: alignment too). */
 dsv4_status_t mhc_fn_bcast_setup(const dsv4_mhc_fn_bcast_desc_t *d, const dsv4_mhc_fn_bcast_args_t *a, int run);
+/* dsv4_mhc_fn_split's checks (run = 1: alignment too); *K receives the split's K. */
+dsv4_status_t mhc_fn_split_setup(const dsv4_mhc_fn_split_desc_t *d, const dsv4_mhc_fn_split_args_t *a, int run,
+                                 int64_t *K);
 /* The pipeline's CPU reference (all tokens). */
 void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
 dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
-dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
+/* K1 (and first K0 into split_to, when not NULL; p->fn_hl must then equal split_to). */
+dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, uint16_t *split_to, dsv4_stream_t stream);
+/* K0: fn [24][K] fp32 -> hl [48][K] bf16 (rows 0..23 hi, 24..47 lo); both 16-byte aligned. */
+dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
                               int64_t ros, dsv4_stream_t stream);

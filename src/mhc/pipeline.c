@@ -2,7 +2,8 @@
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
  * pointer checks every variant has (and those pre and seam share for the collapse), the
  * tensor-core route's offset limit, and the launches on the caller's stream: the one
- * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2).
+ * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2),
+ * preceded by K0 (fn's hi / lo split into the workspace) unless the call passes fn_split.
  */
 #include <stdint.h>
 
@@ -16,6 +17,7 @@ dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char
     DSV4_TRY(mhc_arg(c, "fn", p->fn, 1, 16, (size_t)(24 * K) * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "scale", p->scale, 1, 4, 3 * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "base", p->base, 1, 4, 24 * sizeof(float), 0));
+    DSV4_TRY(mhc_arg(c, "fn_split", p->fn_split, 0, 16, MHC_WS_FN_HL_BYTES(K), 0));
     DSV4_TRY(mhc_arg(c, "sqrsum", p->sqrsum_in, 0, 4, (size_t)T * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, post_name, p->post_out, 1, 4, (size_t)T * 4 * sizeof(float), 1));
     DSV4_TRY(mhc_arg(c, comb_name, p->comb_out, 1, 4, (size_t)T * 16 * sizeof(float), 1));
@@ -62,8 +64,10 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->flags = (unsigned *)ws;
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
-    p->fn_hl = (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
+    /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
+    uint16_t *split_to = p->fn_split ? NULL : (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
+    p->fn_hl = p->fn_split ? p->fn_split : split_to;
     DSV4_TRY(mhc_check_tc_offsets(op, p));
-    DSV4_TRY(mhc_launch_proj_tc(p, stream));
+    DSV4_TRY(mhc_launch_proj_tc(p, split_to, stream));
     return mhc_launch_epilogue(p, stream);
 }

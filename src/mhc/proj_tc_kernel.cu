@@ -13,7 +13,9 @@
  *
  * K0 (mhc_fn_split_kernel) writes hi and lo of fn once per call into the workspace
  * ([48][K] bf16, rows 0..23 hi, 24..47 lo), so K1 copies its B tiles with cp.async: no
- * registers, no per-CTA conversion (session 8, v13).
+ * registers, no per-CTA conversion (session 8, v13). A call that passes fn_split (the same
+ * rows, made once after loading by dsv4_mhc_fn_split, which launches this K0) skips K0 and
+ * K1 reads those rows instead.
  *
  * K1 grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64 channels
  * of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
@@ -130,7 +132,7 @@ __device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, const tc_rows &
     for (int v = 0; v < tc_geom<PROD>::NV; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, r, chunk, v));
 }
 
-/* The chunk's B tile by cp.async from K0's hi/lo rows (p.fn_hl, [48][K] bf16): row n of sB
+/* The chunk's B tile by cp.async from fn's hi/lo rows (p.fn_hl, [48][K] bf16): row n of sB
  * holds the chunk's columns in A order, stream-major (POST, RES: column 64 s + j is K index
  * s * H + 64 * chunk + j) or e's channels (BCAST). A thread copies one 16-byte column
  * piece of rows n0, n0 + NTHR / PR, ... (PR pieces per row divide NTHR); 32-bit offsets
@@ -270,9 +272,12 @@ __device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, i
 } // namespace
 
 /* K0: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn), lo = bf16(fn - hi), the
- * difference exact in fp32). A thread converts K0_VECS float4 a grid apart, all loads
- * issued first: at K = 20480 120 CTAs hold the whole of fn in flight in one round trip
- * (one float4 per thread took 3.3 us under ncu at 0.23 warps issued per scheduler). */
+ * difference exact in fp32). mhc_pack2 (cvt.rn.bf16x2.f32) gives the bits of
+ * dsv4_f32_to_bf16, NaN -> 0x7FFF and subnormals kept, and __fsub_rn does not flush
+ * subnormals, so dsv4_mhc_fn_split_ref is bit-exact with this kernel. A thread converts
+ * K0_VECS float4 a grid apart, all loads issued first: at K = 20480 120 CTAs hold the whole
+ * of fn in flight in one round trip (one float4 per thread took 3.3 us under ncu at 0.23
+ * warps issued per scheduler). */
 constexpr int K0_VECS = 4;
 __global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl,
                                                             uint32_t K) {
@@ -444,20 +449,24 @@ template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaSt
     }
 }
 
-extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream) {
+/* K0 for dsv4_mhc_fn_split and for a tensor-core call without fn_split. K <= 4 x 16384, so
+ * 24 K fits the kernel's 32-bit indices. */
+extern "C" dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream) {
+    static const char *op = "mhc_fn_split";
+    static int smem_cache;
+    const uint32_t k = (uint32_t)K;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
+    mhc_fn_split_kernel<<<(6 * k + 256 * K0_VECS - 1) / (256 * K0_VECS), 256, 0, (cudaStream_t)stream>>>(fn, hl, k);
+    return dsv4_launch_status(op);
+}
+
+extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, uint16_t *split_to, dsv4_stream_t stream) {
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t cw = MHC_TC_CHUNK_CHANNELS(p->prod == MHC_PROD_BCAST);
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
-    {
-        static const char *op = "mhc_fn_split";
-        static int smem_cache;
-        const uint32_t K = (uint32_t)MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H);
-        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
-        mhc_fn_split_kernel<<<(6 * K + 256 * K0_VECS - 1) / (256 * K0_VECS), 256, 0, s>>>(p->fn, p->fn_hl, K);
-        DSV4_TRY(dsv4_launch_status(op));
-    }
+    if (split_to) DSV4_TRY(mhc_launch_fn_split(p->fn, split_to, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));
     switch (p->prod) {
     case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
     case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);

@@ -32,7 +32,8 @@ static void expect(th_ctx_t *t, dsv4_status_t got, dsv4_status_t want, const cha
 static void seam_valid(dsv4_mhc_seam_desc_t *d, dsv4_mhc_seam_args_t *a) {
     const dsv4_mhc_seam_desc_t d0 = {12, 5120, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
     const dsv4_mhc_seam_args_t a0 = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6),  FAKE(7),  FAKE(8),
-                                     FAKE(9),  FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), FAKE(15), FAKE(16)};
+                                     FAKE(9),  FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), FAKE(15), FAKE(16),
+                                     NULL};
     *d = d0;
     *a = a0;
 }
@@ -137,6 +138,10 @@ static void bad_seam(th_ctx_t *t) {
     SEAM_ARG(post_out, FAKE(3), DSV4_STATUS_INVALID_VALUE, "post_out overlaps", 1);
     SEAM_ARG(aux, FAKE(14), DSV4_STATUS_INVALID_VALUE, "overlaps", 1);
     SEAM_ARG(mix, FAKE(5), DSV4_STATUS_INVALID_VALUE, "mix overlaps", 1);
+    /* the optional pre-split fn: 16-byte aligned on run calls, an input no output may overlap */
+    SEAM_ARG(fn_split, SKEW(FAKE(17), 8), DSV4_STATUS_MISALIGNED, "fn_split", 0);
+    SEAM_ARG(fn_split, SKEW(FAKE(10), 4096), DSV4_STATUS_INVALID_VALUE, "residual_out overlaps input fn_split", 1);
+    SEAM_ARG(fn_split, FAKE(16), DSV4_STATUS_INVALID_VALUE, "mix overlaps input fn_split", 1);
     seam_valid(&d, &a);
     d.variant = DSV4_MHC_V4;
     seam_case(t, &d, &a, DSV4_STATUS_INVALID_VALUE, "pre_mix", 1, "pre_mix with V4");
@@ -230,7 +235,7 @@ static void bad_collapse(th_ctx_t *t) {
 static void bad_gates_pre(th_ctx_t *t) {
     const char *op = "mhc_gates";
     dsv4_mhc_gates_desc_t d = {20, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0}, e;
-    dsv4_mhc_gates_args_t a = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(6), FAKE(7), FAKE(8), NULL}, b;
+    dsv4_mhc_gates_args_t a = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(6), FAKE(7), FAKE(8), NULL, NULL}, b;
     size_t ws = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &ws));
     expect(t, dsv4_mhc_gates_check(NULL), DSV4_STATUS_NULL_POINTER, op, "desc", "check NULL");
@@ -247,6 +252,14 @@ static void bad_gates_pre(th_ctx_t *t) {
     expect(t, dsv4_mhc_gates(&d, &b, fake_ws, big_ws, fake_stream), DSV4_STATUS_MISALIGNED, op, "residual", "R+2");
     b = a, b.sqrsum = FAKE(6);
     expect(t, dsv4_mhc_gates(&d, &b, fake_ws, big_ws, fake_stream), DSV4_STATUS_INVALID_VALUE, op, "overlaps", "sq");
+    b = a, b.fn_split = SKEW(FAKE(9), 4);
+    expect(t, dsv4_mhc_gates(&d, &b, fake_ws, big_ws, fake_stream), DSV4_STATUS_MISALIGNED, op, "fn_split",
+           "fn_split+4");
+    b = a, b.fn_split = SKEW(FAKE(7), 64);
+    expect(t, dsv4_mhc_gates(&d, &b, fake_ws, big_ws, fake_stream), DSV4_STATUS_INVALID_VALUE, op,
+           "comb overlaps input fn_split", "fn_split on comb");
+    expect(t, dsv4_mhc_gates_ref(&d, &b), DSV4_STATUS_INVALID_VALUE, op, "comb overlaps input fn_split",
+           "ref fn_split on comb");
     expect(t, dsv4_mhc_gates(&d, &a, fake_ws, ws / 2, fake_stream), DSV4_STATUS_WORKSPACE_TOO_SMALL, op, "workspace",
            "small workspace");
     expect(t, dsv4_mhc_gates(&d, &a, fake_ws, big_ws, NULL), DSV4_STATUS_NULL_POINTER, op, "stream", "NULL stream");
@@ -254,7 +267,7 @@ static void bad_gates_pre(th_ctx_t *t) {
     op = "mhc_pre";
     dsv4_mhc_pre_desc_t pd = {6, 5120, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0}, pe;
     dsv4_mhc_pre_args_t pa = {FAKE(1),  FAKE(2), FAKE(3),  FAKE(4),  FAKE(5), FAKE(6), FAKE(7),
-                              FAKE(8),  FAKE(9), FAKE(10), NULL,     FAKE(12), FAKE(13)},
+                              FAKE(8),  FAKE(9), FAKE(10), NULL,     FAKE(12), FAKE(13), NULL},
                         pb;
     TH_OK(t, dsv4_mhc_pre_check(&pd));
     expect(t, dsv4_mhc_pre(NULL, &pa, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, op, "desc", "desc");
@@ -278,6 +291,9 @@ static void bad_gates_pre(th_ctx_t *t) {
     expect(t, dsv4_mhc_pre(&pd, &pb, fake_ws, big_ws, fake_stream), DSV4_STATUS_MISALIGNED, op, "aux", "aux+2");
     pb = pa, pb.layer_input = SKEW(FAKE(1), 256);
     expect(t, dsv4_mhc_pre(&pd, &pb, fake_ws, big_ws, fake_stream), DSV4_STATUS_INVALID_VALUE, op, "overlaps", "li");
+    pb = pa, pb.fn_split = SKEW(FAKE(14), 2);
+    expect(t, dsv4_mhc_pre(&pd, &pb, fake_ws, big_ws, fake_stream), DSV4_STATUS_MISALIGNED, op, "fn_split",
+           "fn_split+2");
     expect(t, dsv4_mhc_pre(&pd, &pa, fake_ws, big_ws, NULL), DSV4_STATUS_NULL_POINTER, op, "stream", "stream");
 
     op = "mhc_fn_bcast";
@@ -289,6 +305,39 @@ static void bad_gates_pre(th_ctx_t *t) {
     fb = fa, fb.fn = NULL;
     expect(t, dsv4_mhc_fn_bcast_ref(&fd, &fb), DSV4_STATUS_NULL_POINTER, op, "fn", "NULL fn");
     expect(t, dsv4_mhc_fn_bcast(&fd, &fa, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER, op, "stream", "stream");
+
+    op = "mhc_fn_split";
+    dsv4_mhc_fn_split_desc_t sd = {5120, 0}, se = {130, 0}, sb2 = {5120, 2}, sneg = {-4096, 1};
+    dsv4_mhc_fn_split_args_t sa = {FAKE(1), FAKE(2)}, sb = {FAKE(1), SKEW(FAKE(2), 8)};
+    ws = 1;
+    TH_OK(t, dsv4_mhc_fn_split_check(&sd));
+    TH_OK(t, dsv4_mhc_fn_split_workspace_size(&sd, &ws));
+    TH_CHECK(t, ws == 0, "fn_split workspace %zu", ws);
+    expect(t, dsv4_mhc_fn_split_check(&se), DSV4_STATUS_INVALID_VALUE, op, "hidden", "H = 130");
+    expect(t, dsv4_mhc_fn_split_check(&sneg), DSV4_STATUS_INVALID_VALUE, op, "hidden", "H = -4096");
+    expect(t, dsv4_mhc_fn_split(&sb2, &sa, NULL, 0, fake_stream), DSV4_STATUS_INVALID_VALUE, op, "broadcast",
+           "broadcast = 2");
+    expect(t, dsv4_mhc_fn_split_ref(&se, &sa), DSV4_STATUS_INVALID_VALUE, op, "hidden", "ref H = 130");
+    expect(t, dsv4_mhc_fn_split(&sd, NULL, NULL, 0, fake_stream), DSV4_STATUS_NULL_POINTER, op, "args", "args");
+    expect(t, dsv4_mhc_fn_split(&sd, &sb, NULL, 0, fake_stream), DSV4_STATUS_MISALIGNED, op, "fn_split", "align");
+    sb = sa, sb.fn = SKEW(FAKE(1), 4);
+    expect(t, dsv4_mhc_fn_split(&sd, &sb, NULL, 0, fake_stream), DSV4_STATUS_MISALIGNED, op, "fn", "fn+4");
+    sb = sa, sb.fn = NULL;
+    expect(t, dsv4_mhc_fn_split_ref(&sd, &sb), DSV4_STATUS_NULL_POINTER, op, "fn", "NULL fn");
+    sb = sa, sb.fn_split = NULL;
+    expect(t, dsv4_mhc_fn_split(&sd, &sb, NULL, 0, fake_stream), DSV4_STATUS_NULL_POINTER, op, "fn_split",
+           "NULL fn_split");
+    sb = sa, sb.fn_split = SKEW(FAKE(1), 24 * 4 * 5120 * 4 - 16); /* its first row on fn's last 16 bytes */
+    expect(t, dsv4_mhc_fn_split(&sd, &sb, NULL, 0, fake_stream), DSV4_STATUS_INVALID_VALUE, op,
+           "fn_split overlaps input fn", "in place");
+    expect(t, dsv4_mhc_fn_split_ref(&sd, &sb), DSV4_STATUS_INVALID_VALUE, op, "fn_split overlaps input fn",
+           "ref in place");
+    sd.broadcast = 1; /* K = H: fn is fn_bcast [24, H] */
+    sb.fn_split = SKEW(FAKE(1), 24 * 5120 * 4 - 16);
+    expect(t, dsv4_mhc_fn_split(&sd, &sb, NULL, 0, fake_stream), DSV4_STATUS_INVALID_VALUE, op,
+           "fn_split overlaps input fn", "broadcast in place");
+    sd.broadcast = 0;
+    expect(t, dsv4_mhc_fn_split(&sd, &sa, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER, op, "stream", "stream");
 
     dsv4_mhc_plan_t pl;
     expect(t, dsv4_mhc_plan(1, 5120, 0, 0, NULL), DSV4_STATUS_NULL_POINTER, "mhc_plan", "plan", "NULL plan");
@@ -321,19 +370,22 @@ static void null_everywhere(th_ctx_t *t) {
     dsv4_mhc_collapse_args_t ca = {FAKE(1), NULL, NULL, FAKE(2), NULL};
     NULL_CASES(collapse, "mhc_collapse", &cd, &ca);
     dsv4_mhc_gates_desc_t gd = {4, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0};
-    dsv4_mhc_gates_args_t ga = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(5), FAKE(6), FAKE(7), NULL};
+    dsv4_mhc_gates_args_t ga = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(5), FAKE(6), FAKE(7), NULL, NULL};
     NULL_CASES(gates, "mhc_gates", &gd, &ga);
     dsv4_mhc_pre_desc_t prd = {4, 4096, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
     dsv4_mhc_pre_args_t pra = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, NULL, FAKE(5),
-                               FAKE(6), FAKE(7), FAKE(8), NULL,    NULL, NULL};
+                               FAKE(6), FAKE(7), FAKE(8), NULL,    NULL, NULL, NULL};
     NULL_CASES(pre, "mhc_pre", &prd, &pra);
     dsv4_mhc_seam_desc_t sd = {4, 4096, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
     dsv4_mhc_seam_args_t sa = {FAKE(1), FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6), FAKE(7), NULL,
-                               NULL,    FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,   NULL};
+                               NULL,    FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,   NULL, NULL};
     NULL_CASES(seam, "mhc_seam", &sd, &sa);
     dsv4_mhc_fn_bcast_desc_t fd = {4096};
     dsv4_mhc_fn_bcast_args_t fa = {FAKE(1), FAKE(2)};
     NULL_CASES(fn_bcast, "mhc_fn_bcast", &fd, &fa);
+    dsv4_mhc_fn_split_desc_t sd2 = {4096, 1};
+    dsv4_mhc_fn_split_args_t sa2 = {FAKE(1), FAKE(2)};
+    NULL_CASES(fn_split, "mhc_fn_split", &sd2, &sa2);
 }
 
 void test_bad_input(th_ctx_t *t) {

@@ -78,7 +78,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     th_buf_t mix = mt_dev(NULL, (size_t)(96 * T)), ws = mt_dev(NULL, wsb);
     dsv4_mhc_pre_args_t a = {th_ptr(&res), th_ptr(&dfn), th_ptr(&sc), th_ptr(&ba), premix ? th_ptr(&pm) : NULL,
                              th_ptr(&w),   th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&li),
-                             bc ? th_ptr(&rout) : NULL, th_ptr(&aux), th_ptr(&mix)};
+                             bc ? th_ptr(&rout) : NULL, th_ptr(&aux), th_ptr(&mix), NULL};
     dsv4_status_t st;
     run_on_stream(t, &st, 0, &d, &a, th_ptr(&ws), wsb);
     TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s: %s (%s)", name, dsv4_status_string(st), dsv4_last_error());
@@ -156,7 +156,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     th_buf_t post = mt_dev(NULL, (size_t)(16 * T)), comb = mt_dev(NULL, (size_t)(64 * T));
     th_buf_t pre = mt_dev(NULL, (size_t)(16 * T)), mix = mt_dev(NULL, (size_t)(96 * T)), ws = mt_dev(NULL, wsb);
     dsv4_mhc_gates_args_t a = {th_ptr(&res), th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), given_sq ? th_ptr(&dsq) : NULL,
-                               th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&mix)};
+                               th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&mix), NULL};
     dsv4_status_t st;
     run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
     TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s: %s (%s)", name, dsv4_status_string(st), dsv4_last_error());
@@ -258,13 +258,16 @@ void test_bad_input_gpu(th_ctx_t *t) {
     TH_EXPECT_STATUS(t, dsv4_mhc_collapse(&cd, &ca, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_INVALID_VALUE);
     dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
     dsv4_mhc_gates_args_t ga = {th_ptr(&s.R), th_ptr(&s.fn), th_ptr(&s.scale), th_ptr(&s.base), NULL,
-                                th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix)};
+                                th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix), NULL};
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), 16, DSV4_STREAM(st)),
                      DSV4_STATUS_WORKSPACE_TOO_SMALL);
+    ga.fn_split = (const uint16_t *)((const char *)th_ptr(&s.x) + 8); /* a misaligned fn_split */
+    TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
+    ga.fn_split = NULL;
     dsv4_mhc_pre_desc_t prd = {12, 1024, DSV4_MHC_V41, 1, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
     dsv4_mhc_pre_args_t pra = {th_ptr(&s.x),        th_ptr(&s.fn),       th_ptr(&s.scale), th_ptr(&s.base), NULL,
                                th_ptr(&s.w),        th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out),
-                               th_ptr(&s.li),       NULL,                th_ptr(&s.aux),   th_ptr(&s.mix)};
+                               th_ptr(&s.li),       NULL,                th_ptr(&s.aux),   th_ptr(&s.mix), NULL};
     TH_EXPECT_STATUS(t, dsv4_mhc_pre(&prd, &pra, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)),
                      DSV4_STATUS_NULL_POINTER);
     dsv4_mhc_fn_bcast_desc_t fd = {1024};

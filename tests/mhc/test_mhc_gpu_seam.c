@@ -52,7 +52,8 @@ void dseam_make(dseam_t *d, const mt_seam_in_t *in, const dsv4_mhc_seam_desc_t *
                               th_ptr(&d->base),    in->premix ? th_ptr(&d->premix) : NULL,
                               in->w ? th_ptr(&d->w) : NULL,               th_ptr(&d->R_out),
                               th_ptr(&d->post_out), th_ptr(&d->comb_out), th_ptr(&d->pre_out),
-                              th_ptr(&d->li),      aux ? th_ptr(&d->aux) : NULL, th_ptr(&d->mix)};
+                              th_ptr(&d->li),      aux ? th_ptr(&d->aux) : NULL, th_ptr(&d->mix),
+                              NULL};
     d->args = a;
 }
 

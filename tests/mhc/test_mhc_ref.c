@@ -262,7 +262,7 @@ void test_gates_ref(th_ctx_t *t) {
     float post[24], comb[96], pre[24], mix[144];
     for (int v4 = 0; v4 < 2; ++v4) {
         dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4), 0};
-        dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, mix};
+        dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, mix, NULL};
         TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
         double *X = malloc((size_t)(T * K) * sizeof(double));
         for (int64_t e = 0; e < T * K; ++e) X[e] = dsv4_bf16_to_f32(in.R[e]);
@@ -275,7 +275,7 @@ void test_gates_ref(th_ctx_t *t) {
     memset(in.fn, 0, (size_t)(24 * K) * sizeof(float));
     memset(in.base, 0, sizeof in.base);
     dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(0), 0};
-    dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, NULL};
+    dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, NULL, NULL};
     TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
     for (int i = 0; i < 4 * T; ++i) {
         TH_CHECK(t, pre[i] == 0.5f + 1e-6f && post[i] == 1.0f, "fn = 0: pre %.9g post %.9g", pre[i], post[i]);

@@ -49,7 +49,7 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
                               in.xs, in.rs, in.ros,  in.lis, in.auxs};
     dsv4_mhc_seam_args_t a = {in.x,    in.R,   in.post, in.comb, in.fn,  in.scale, in.base,
                               in.premix, in.w, o.R_out, o.post,  o.comb, o.pre,    o.li,
-                              aux ? o.aux : NULL, o.mix};
+                              aux ? o.aux : NULL, o.mix, NULL};
     TH_OK(t, dsv4_mhc_seam_ref(&d, &a));
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(T, H, 0, route, &pl));
@@ -85,7 +85,7 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
         seam_out_t g;
         seam_out_alloc(&g, &in);
         dsv4_mhc_gates_desc_t gd = {T, H, 0, DSV4_MHC_ROUTE_TENSOR_CORE, d.gate, in.ros};
-        dsv4_mhc_gates_args_t ga = {R2, in.fn, in.scale, in.base, NULL, g.post, g.comb, g.pre, g.mix};
+        dsv4_mhc_gates_args_t ga = {R2, in.fn, in.scale, in.base, NULL, g.post, g.comb, g.pre, g.mix, NULL};
         TH_OK(t, dsv4_mhc_gates_ref(&gd, &ga));
         mt_cmp_f32_exact(t, "seam post_out vs gates(R_out)", o.post, g.post, T, 4);
         mt_cmp_f32_exact(t, "seam comb_out vs gates(R_out)", o.comb, g.comb, T, 16);
@@ -134,7 +134,7 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     const float norm_eps = variant == DSV4_MHC_V4 ? 1e-6f : 1e-20f;
     dsv4_mhc_pre_desc_t d = {T, H, variant, bc, 0, mt_gate_params(variant == DSV4_MHC_V4), norm_eps, row, 0, 0, 0};
     dsv4_mhc_pre_args_t a = {e,    bc ? fnb : in.fn, in.scale, in.base, in.premix, in.w, o.post, o.comb, o.pre,
-                             o.li, bc ? o.R_out : NULL, o.aux, o.mix};
+                             o.li, bc ? o.R_out : NULL, o.aux, o.mix, NULL};
     TH_OK(t, dsv4_mhc_pre_ref(&d, &a));
     char name[128];
     snprintf(name, sizeof name, "pre ref %s T=%lld H=%lld broadcast=%d premix=%d", variant ? "V4" : "V4.1",
