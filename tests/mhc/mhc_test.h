@@ -82,6 +82,9 @@ typedef struct {
 void mt_seam_in_make(th_rng_t *r, mt_seam_in_t *p, int64_t T, int64_t H, int strided, int premix, int norm,
                      int zero_token);
 void mt_seam_in_free(mt_seam_in_t *p);
+/* fn_bcast [24, H] of p->fn by the CPU reference (malloc'd: free it), for the first-layer
+ * (broadcast) projection. */
+float *mt_fn_bcast_of(th_ctx_t *t, const mt_seam_in_t *p, int64_t H);
 /* The projection inputs of tokens ids[0..n) of a seam: X (what a route with `unrounded`
  * projects: the fp32 post-apply, else its bf16 rounding) and Xu (the bf16 rounding),
  * [n][4H] each, stream-major. */

@@ -288,6 +288,14 @@ void mt_seam_in_make(th_rng_t *r, mt_seam_in_t *p, int64_t T, int64_t H, int str
     }
 }
 
+float *mt_fn_bcast_of(th_ctx_t *t, const mt_seam_in_t *p, int64_t H) {
+    float *fnb = malloc((size_t)(24 * H) * sizeof(float));
+    dsv4_mhc_fn_bcast_desc_t fd = {H};
+    dsv4_mhc_fn_bcast_args_t fa = {p->fn, fnb};
+    TH_OK(t, dsv4_mhc_fn_bcast_ref(&fd, &fa));
+    return fnb;
+}
+
 void mt_seam_in_free(mt_seam_in_t *p) {
     free(p->x);
     free(p->R);

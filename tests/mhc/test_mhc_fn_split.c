@@ -294,10 +294,7 @@ static void gates_with_split(th_ctx_t *t, int64_t T, int64_t H, int bc, int rout
     mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, 1);
     const int64_t K = bc ? H : 4 * H;
     const uint16_t *e = bc ? in.x : in.R;
-    float *fnb = malloc((size_t)(24 * H) * 4);
-    dsv4_mhc_fn_bcast_desc_t fd = {H};
-    dsv4_mhc_fn_bcast_args_t fa = {in.fn, fnb};
-    TH_OK(t, dsv4_mhc_fn_bcast_ref(&fd, &fa));
+    float *fnb = mt_fn_bcast_of(t, &in, H);
     const float *fn = bc ? fnb : in.fn;
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(T, H, bc, route, &pl));

@@ -56,10 +56,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     mt_seam_in_make(th_rng(t), &in, T, H, 0, premix, 1, T > 2);
     const int64_t K = bc ? H : 4 * H;
     const uint16_t *e = bc ? in.x : in.R;
-    float *fnb = malloc((size_t)(24 * H) * 4);
-    dsv4_mhc_fn_bcast_desc_t fd = {H};
-    dsv4_mhc_fn_bcast_args_t fa = {in.fn, fnb};
-    TH_OK(t, dsv4_mhc_fn_bcast_ref(&fd, &fa));
+    float *fnb = mt_fn_bcast_of(t, &in, H);
     const float *fn = bc ? fnb : in.fn;
     char name[160];
     dsv4_mhc_plan_t pl;
@@ -132,10 +129,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, T > 3);
     const int64_t K = bc ? H : 4 * H;
     const uint16_t *e = bc ? in.x : in.R;
-    float *fnb = malloc((size_t)(24 * H) * 4), *sq = malloc((size_t)T * 4);
-    dsv4_mhc_fn_bcast_desc_t fd = {H};
-    dsv4_mhc_fn_bcast_args_t fa = {in.fn, fnb};
-    TH_OK(t, dsv4_mhc_fn_bcast_ref(&fd, &fa));
+    float *fnb = mt_fn_bcast_of(t, &in, H), *sq = malloc((size_t)T * 4);
     const float *fn = bc ? fnb : in.fn;
     for (int64_t i = 0; i < T; ++i) {
         double s = 0.0;

@@ -125,10 +125,7 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     mt_seam_in_make(r, &in, T, H, 0, premix, 1, 0);
     const int64_t row = bc ? H : 4 * H;
     uint16_t *e = bc ? in.x : in.R; /* the embedding is x-shaped */
-    float *fnb = malloc((size_t)(24 * H) * sizeof(float));
-    dsv4_mhc_fn_bcast_desc_t fd = {H};
-    dsv4_mhc_fn_bcast_args_t fa = {in.fn, fnb};
-    TH_OK(t, dsv4_mhc_fn_bcast_ref(&fd, &fa));
+    float *fnb = mt_fn_bcast_of(t, &in, H);
     seam_out_t o;
     seam_out_alloc(&o, &in);
     const float norm_eps = variant == DSV4_MHC_V4 ? 1e-6f : 1e-20f;
