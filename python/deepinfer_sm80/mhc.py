@@ -1,4 +1,4 @@
-"""mhc family: hyper-connection post, collapse, gates, pre, seam, fn_bcast and the route plan
+"""mhc family: hyper-connection post, collapse, gates, pre, seam, fn_bcast, fn_split and the route plan
 (include/dsv4/mhc.h; H here is the hidden size).
 
 Layouts: residual bf16 [T, 4, H] (the 4 streams of a token contiguous, any token stride); the
@@ -83,10 +83,11 @@ def _out(o, name, x, anchor, dims, kind):
     return x
 
 
-def _params(o, fn, scale, base, K):
+def _params(o, fn, scale, base, K, fn_split=None):
     _dense(o, "fn", fn, "f32", (24, K))
     _dense(o, "scale", scale, "f32", (3,))
     _dense(o, "base", base, "f32", (24,))
+    _dense(o, "fn_split", fn_split, "bf16", (48, K), optional=True)
 
 
 def _gate_outputs(o, anchor, T, post, comb, pre, mix, with_mix):
@@ -156,20 +157,23 @@ def _source(o, residual):
 
 
 def mhc_gates(residual, fn, scale, base, *, gate=None, route=ROUTE_AUTO, sqrsum=None, post=None, comb=None,
-              pre=None, mix=None, with_mix=False, workspace=None):
+              pre=None, mix=None, with_mix=False, fn_split=None, workspace=None):
     """Projection + RMS + gates + Sinkhorn. residual [T, 4, H] (or the embedding [T, H] with
-    fn_bcast [24, H]: the first layer's broadcast). Returns a dict post, comb, pre (+ mix)."""
+    fn_bcast [24, H]: the first layer's broadcast). fn_split: mhc_fn_split(fn) made once after
+    loading (the tensor-core route then skips its per-call split; same bits). Returns a dict
+    post, comb, pre (+ mix)."""
     o = "mhc_gates"
     T, H, rs, bc = _source(o, residual)
-    _params(o, fn, scale, base, H if bc else 4 * H)
+    _params(o, fn, scale, base, H if bc else 4 * H, fn_split)
     _dense(o, "sqrsum", sqrsum, "f32", (T,), optional=True)
     anchor = side(o, residual=residual, fn=fn, scale=scale, base=base, sqrsum=sqrsum, post=post, comb=comb, pre=pre,
-                  mix=mix)
+                  mix=mix, fn_split=fn_split)
     post, comb, pre, mix = _gate_outputs(o, anchor, T, post, comb, pre, mix, with_mix)
     desc = struct("dsv4_mhc_gates_desc_t", tokens=T, hidden=H, broadcast=bc, route=route, gate=_gate(gate, V41),
                   residual_stride=rs)
     args = struct("dsv4_mhc_gates_args_t", residual=addr(residual), fn=addr(fn), scale=addr(scale), base=addr(base),
-                  sqrsum=addr(sqrsum), post=addr(post), comb=addr(comb), pre=addr(pre), mix=addr(mix))
+                  sqrsum=addr(sqrsum), post=addr(post), comb=addr(comb), pre=addr(pre), mix=addr(mix),
+                  fn_split=addr(fn_split))
     op(o)(desc, args, anchor, workspace)
     res = dict(post=post, comb=comb, pre=pre)
     if mix is not None:
@@ -179,17 +183,19 @@ def mhc_gates(residual, fn, scale, base, *, gate=None, route=ROUTE_AUTO, sqrsum=
 
 def mhc_pre(residual, fn, scale, base, *, variant=V41, gate=None, norm_eps=None, pre_mix=None, norm_weight=None,
             route=ROUTE_AUTO, post=None, comb=None, pre=None, layer_input=None, residual_out=None, aux=None, mix=None,
-            with_aux=False, with_mix=False, workspace=None):
+            with_aux=False, with_mix=False, fn_split=None, workspace=None):
     """Gates of a residual plus the sublayer input (V4 mhc_pre, V4.1 mhc_pre_delayed). With the
     embedding [T, H] as residual (first layer), the [T, 4, H] copy is written to residual_out.
-    Returns a dict post, comb, pre, layer_input (+ residual_out, aux, mix)."""
+    fn_split as in mhc_gates. Returns a dict post, comb, pre, layer_input (+ residual_out, aux,
+    mix)."""
     o = "mhc_pre"
     T, H, rs, bc = _source(o, residual)
-    _params(o, fn, scale, base, H if bc else 4 * H)
+    _params(o, fn, scale, base, H if bc else 4 * H, fn_split)
     _dense(o, "pre_mix", pre_mix, "f32", (T, 4), optional=True)
     _dense(o, "norm_weight", norm_weight, "bf16", (H,), optional=True)
     anchor = side(o, residual=residual, fn=fn, scale=scale, base=base, pre_mix=pre_mix, norm_weight=norm_weight,
-                  post=post, comb=comb, pre=pre, layer_input=layer_input, residual_out=residual_out, aux=aux, mix=mix)
+                  post=post, comb=comb, pre=pre, layer_input=layer_input, residual_out=residual_out, aux=aux, mix=mix,
+                  fn_split=fn_split)
     post, comb, pre, mix = _gate_outputs(o, anchor, T, post, comb, pre, mix, with_mix)
     layer_input = _out(o, "layer_input", layer_input, anchor, (T, H), "bf16")
     ls = _rows(o, "layer_input", layer_input, T, H)
@@ -208,7 +214,7 @@ def mhc_pre(residual, fn, scale, base, *, variant=V41, gate=None, norm_eps=None,
     args = struct("dsv4_mhc_pre_args_t", residual=addr(residual), fn=addr(fn), scale=addr(scale), base=addr(base),
                   pre_mix=addr(pre_mix), norm_weight=addr(norm_weight), post=addr(post), comb=addr(comb),
                   pre=addr(pre), layer_input=addr(layer_input), residual_out=addr(residual_out), aux=addr(aux),
-                  mix=addr(mix))
+                  mix=addr(mix), fn_split=addr(fn_split))
     op(o)(desc, args, anchor, workspace)
     res = dict(post=post, comb=comb, pre=pre, layer_input=layer_input)
     for k, v in (("residual_out", residual_out if bc else None), ("aux", aux), ("mix", mix)):
@@ -219,21 +225,21 @@ def mhc_pre(residual, fn, scale, base, *, variant=V41, gate=None, norm_eps=None,
 
 def mhc_seam(x, residual, post, comb, fn, scale, base, *, variant=V41, gate=None, norm_eps=None, pre_mix=None,
              norm_weight=None, route=ROUTE_AUTO, residual_out=None, post_out=None, comb_out=None, pre_out=None,
-             layer_input=None, aux=None, mix=None, with_aux=False, with_mix=False, workspace=None):
+             layer_input=None, aux=None, mix=None, with_aux=False, with_mix=False, fn_split=None, workspace=None):
     """Post of this sublayer fused with the pre of the next site (V4 mhc_fused_post_pre, V4.1
-    mhc_fused_post_pre_delayed). Returns a dict residual_out, post, comb, pre, layer_input
-    (+ aux, mix); post/comb/pre are the next site's gates."""
+    mhc_fused_post_pre_delayed). fn_split as in mhc_gates. Returns a dict residual_out, post,
+    comb, pre, layer_input (+ aux, mix); post/comb/pre are the next site's gates."""
     o = "mhc_seam"
     T, H, rs = _residual(o, "residual", residual)
     xs = _rows(o, "x", x, T, H)
     _dense(o, "post", post, "f32", (T, 4), alt_dims=(T, 4, 1))
     _dense(o, "comb", comb, "f32", (T, 4, 4))
-    _params(o, fn, scale, base, 4 * H)
+    _params(o, fn, scale, base, 4 * H, fn_split)
     _dense(o, "pre_mix", pre_mix, "f32", (T, 4), optional=True)
     _dense(o, "norm_weight", norm_weight, "bf16", (H,), optional=True)
     anchor = side(o, x=x, residual=residual, post=post, comb=comb, fn=fn, scale=scale, base=base, pre_mix=pre_mix,
                   norm_weight=norm_weight, residual_out=residual_out, post_out=post_out, comb_out=comb_out,
-                  pre_out=pre_out, layer_input=layer_input, aux=aux, mix=mix)
+                  pre_out=pre_out, layer_input=layer_input, aux=aux, mix=mix, fn_split=fn_split)
     residual_out = _out(o, "residual_out", residual_out, anchor, (T, 4, H), "bf16")
     _, _, ros = _residual(o, "residual_out", residual_out, T, H)
     post_out, comb_out, pre_out, mix = _gate_outputs(o, anchor, T, post_out, comb_out, pre_out, mix, with_mix)
@@ -249,7 +255,7 @@ def mhc_seam(x, residual, post, comb, fn, scale, base, *, variant=V41, gate=None
                   fn=addr(fn), scale=addr(scale), base=addr(base), pre_mix=addr(pre_mix),
                   norm_weight=addr(norm_weight), residual_out=addr(residual_out), post_out=addr(post_out),
                   comb_out=addr(comb_out), pre_out=addr(pre_out), layer_input=addr(layer_input), aux=addr(aux),
-                  mix=addr(mix))
+                  mix=addr(mix), fn_split=addr(fn_split))
     op(o)(desc, args, anchor, workspace)
     res = dict(residual_out=residual_out, post=post_out, comb=comb_out, pre=pre_out, layer_input=layer_input)
     for k, v in (("aux", aux), ("mix", mix)):
@@ -271,6 +277,26 @@ def mhc_fn_bcast(fn, out=None, workspace=None):
     _dense(o, "out", out, "f32", (24, K // 4))
     desc = struct("dsv4_mhc_fn_bcast_desc_t", hidden=K // 4)
     args = struct("dsv4_mhc_fn_bcast_args_t", fn=addr(fn), fn_bcast=addr(out))
+    op(o)(desc, args, anchor, workspace)
+    return out
+
+
+def mhc_fn_split(fn, broadcast=False, out=None, workspace=None):
+    """fn's two-term bf16 split for the tensor-core route, made once after loading (fn is a
+    weight): out bf16 [48, K], rows 0..23 hi = bf16(fn), 24..47 lo = bf16(fn - hi). fn fp32
+    [24, 4H], or fn_bcast [24, H] with broadcast=True. Pass it as fn_split= to mhc_gates,
+    mhc_pre and mhc_seam."""
+    o = "mhc_fn_split"
+    arg(o, "fn", fn, "f32", 2, (24, None))
+    contiguous(o, "fn", fn)
+    K = shape(fn)[1]
+    if not broadcast and K % 4:
+        raise ValueError(f"{o}: fn has {K} columns, not a multiple of 4 (expected [24, 4H])")
+    anchor = side(o, fn=fn, out=out)
+    out = _out(o, "out", out, anchor, (48, K), "bf16")
+    _dense(o, "out", out, "bf16", (48, K))
+    desc = struct("dsv4_mhc_fn_split_desc_t", hidden=K if broadcast else K // 4, broadcast=int(bool(broadcast)))
+    args = struct("dsv4_mhc_fn_split_args_t", fn=addr(fn), fn_split=addr(out))
     op(o)(desc, args, anchor, workspace)
     return out
 

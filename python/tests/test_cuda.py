@@ -225,6 +225,12 @@ def test_mhc_fn_bcast(gpu, rng):
     assert_bits(dev, host, "fn_bcast")
 
 
+def test_mhc_fn_split(gpu, rng):
+    fn, _, _ = sm.mhc_params(rng, MHC_H)
+    host, dev = both(d.mhc_fn_split, gpu, fn)
+    assert_bits(dev, host, "fn_split")
+
+
 def _check_gates(res, X, fn, scale, base, gate, sqrsum=None, what=""):
     from test_mhc import check_gates
 
@@ -288,6 +294,14 @@ def test_mhc_seam(gpu, rng, variant, T, route):
     assert_bits(dev["residual_out"], host["residual_out"], "seam residual_out (spec: bit-exact on every route)")
     assert_bits(dev["aux"], host["aux"], "seam aux")
     _check_gates(dev, host["residual_out"], c["fn"], c["scale"], c["base"], gate, what=f"seam T={T} route={route}")
+    # fn split once (mhc_fn_split): the same bits in every output
+    args = [gpu.put(a) for a in (c["x"], c["R"], c["post"], c["comb"], c["fn"], c["scale"], c["base"])]
+    pm, w = (None if a is None else gpu.put(a) for a in (pre_mix, c["w"]))
+    plain = run(*args, pm, w)
+    split = d.mhc_seam(*args, variant=variant, route=route, pre_mix=pm, norm_weight=w, with_aux=True, with_mix=True,
+                       fn_split=d.mhc_fn_split(args[4]))
+    for k, v in plain.items():
+        assert_bits(gpu.get(split[k]), gpu.get(v), f"seam {k} with fn_split")
     assert_ulp(dev["layer_input"], host["layer_input"], "seam layer_input", 1 if variant == 0 else 2)
 
 

@@ -85,6 +85,11 @@ def test_python_side_checks_name_the_tensor():
         d.kv_gather(cache, [10], table, out, page_tokens=64)
     with pytest.raises(TypeError, match="out has dtype float16, expected float32"):
         d.mhc_fn_bcast(np.zeros((24, 512), np.float32), out=np.zeros((24, 128), np.float16))
+    with pytest.raises(ValueError, match="fn_split has shape \\(48, 256\\), expected \\(48, 512\\)"):
+        d.mhc_gates(np.zeros((1, 4, 128), np.uint16), np.zeros((24, 512), np.float32), np.zeros(3, np.float32),
+                    np.zeros(24, np.float32), fn_split=np.zeros((48, 256), np.uint16))
+    with pytest.raises(ValueError, match="fn has 510 columns"):
+        d.mhc_fn_split(np.zeros((24, 510), np.float32))
     with pytest.raises(TypeError, match="x has dtype float32, expected bf16"):
         d.mhc_post(np.zeros((1, 128), np.float32), np.zeros((1, 4, 128), np.uint16), np.zeros((1, 4), np.float32),
                    np.zeros((1, 4, 4), np.float32))

@@ -1,5 +1,5 @@
 """mHC on the host path against the numpy model of spec/mhc.md: post and collapse bit-exact
-(fmaf order), aux and fn_bcast bit-exact, norms within 1 bf16 ulp, projection within
+(fmaf order), aux, fn_bcast and fn_split bit-exact, norms within 1 bf16 ulp, projection within
 1e-5 * rms * sum|X fn|, gates within 1e-5 of a float64 epilogue fed the reference's mix."""
 import numpy as np
 import pytest
@@ -80,6 +80,24 @@ def test_fn_bcast_bit_exact(be, rng):
     fn, _, _ = sm.mhc_params(rng, H)
     want = ((fn[:, :H] + fn[:, H:2 * H]) + fn[:, 2 * H:3 * H]) + fn[:, 3 * H:]
     assert_bits(be.get(d.mhc_fn_bcast(be.put(fn))), want, "fn_bcast")
+
+
+def fn_split_model(fn):
+    """hi = bf16(fn), lo = bf16(fn - hi) with one fp32 subtraction (include/dsv4/mhc.h)."""
+    hi = sm.f32_to_bf16(fn)
+    with np.errstate(invalid="ignore"):  # inf - inf: lo = NaN, as the header says
+        lo = sm.f32_to_bf16((fn - sm.bf16_to_f32(hi)).astype(np.float32))
+    return np.concatenate([hi, lo], axis=0)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_fn_split_bit_exact(be, rng, broadcast):
+    fn, _, _ = sm.mhc_params(rng, H)
+    if broadcast:
+        fn = np.ascontiguousarray(fn[:, :H])
+    # zeros, infinities, a subnormal, the largest bf16, a finite value that rounds to inf, NaN
+    fn[0, :8] = np.array([0.0, -0.0, np.inf, -np.inf, 1e-40, 3.3895314e38, 3.4028235e38, np.nan], np.float32)
+    assert_bits(be.get(d.mhc_fn_split(be.put(fn), broadcast=broadcast)), fn_split_model(fn), "fn_split")
 
 
 @pytest.mark.parametrize("T,broadcast,use_sqrsum", [(3, False, False), (17, False, True), (2, True, False)])
