@@ -3,7 +3,7 @@
  * sections 2-3): row sources, the staged copy of a slice group's record bytes and their
  * dequantization into a bf16 K tile. Used by the engine's decode kernel
  * (sparse_mla_decode_kernel.cu) and the warp-specialised decode kernel
- * (sparse_mla_decode_ws_kernel.cu, where the four PV warps are the slice groups).
+ * (sparse_mla_decode_ws_kernel.cu, where the 4 or 8 PV warps are the slice groups).
  *
  * Per key, slot -> page, pos (a multiply-high by the host's magic number for P:
  * mla_page_magic); data = page + pos*576 (448 e4m3 + 64 bf16 = 36 chunks of 16 B), the

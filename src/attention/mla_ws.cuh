@@ -91,6 +91,11 @@ template <int HC_, int PVW_, int P_, int CPS_> struct MlaWsGeo {
     typedef MlaCfg<HC, HC / 16, PVW_> Pv;
     static_assert(Pv::WH == 1 && Pv::NW == PV_WARPS, "one PV warp per dim slice");
 };
+/* Whether geometry G is what the host's config table (sparse_mla_config.h) plans config
+ * `id` with: heads per CTA, warps, resident CTAs per SM (the split policy's wave). */
+template <class G> constexpr bool mla_ws_geo_is(int id) {
+    return G::HC == MLA_CFG_HC(id) && G::THREADS == 32 * MLA_CFG_WARPS(id) && G::CTAS_PER_SM == MLA_CFG_CTAS_PER_SM(id);
+}
 /* config 4: 32 heads, 2 score + 4 PV warps, 2 CTAs per SM (168 registers) */
 typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_WS_CTAS_PER_SM> MlaWsGeo4;
 
@@ -228,7 +233,7 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Sme
     }
 }
 
-/* PV warp wd: dims wd*128 .. +127 of all 32 heads, and slice group wd of the producer. */
+/* PV warp wd: dims wd * 512 / PVW .. of all HC heads, and slice group wd of the producer. */
 template <class Prod, class Smem>
 static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Smem &sm, const MlaWork &w, int wd,
                                                       int lane) {

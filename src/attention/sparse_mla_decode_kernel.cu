@@ -1,7 +1,7 @@
 /*
  * Sparse MLA decode kernels: the attention CTA reading paged fp8_ds_mla caches on the
  * engine of mla_tile.cuh (configs 1-3; the engine documents the formula, decomposition
- * and pipeline), and the split merge. Config 4 is sparse_mla_decode_ws_kernel.cu.
+ * and pipeline), and the split merge. Configs 4 and 5 are sparse_mla_decode_ws_kernel.cu.
  *
  * Producer: mla_decode_rows.cuh (record addresses converted once per CTA into a ring,
  * slice groups staging their record bytes in a double-buffered raw stage, 2 x 16 x 576 B,

@@ -65,9 +65,8 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
-    uint16_t *split_to = p->fn_split ? NULL : (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
-    p->fn_hl = p->fn_split ? p->fn_split : split_to;
+    p->fn_hl = p->fn_split ? p->fn_split : (const uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
     DSV4_TRY(mhc_check_tc_offsets(op, p));
-    DSV4_TRY(mhc_launch_proj_tc(p, split_to, stream));
+    DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);
 }
