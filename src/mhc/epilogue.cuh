@@ -101,10 +101,7 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
 /* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
  * the same operations and order as mhc_epilogue_token). `stage` is the split K2's dynamic
  * shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S floats for the ss
- * partials): the partials arrive by cp.async, all in flight without holding registers.
- * L2_ONLY: no load is served by L1 (the 4-byte sq loads are plain __ldcg instead of
- * cp.async.ca), for a grid whose other CTAs wrote the partials (seam_fused_kernel.cu). */
-template <bool L2_ONLY = false>
+ * partials): the partials arrive by cp.async, all in flight without holding registers. */
 static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
     __shared__ float s_raw[MHC_EPI_TPC][25];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -116,8 +113,7 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
     for (int j = lane; j < 7 * S; j += 32) { /* per slice: raw[24] as 6 x 16 bytes, then sq */
         const int sl = j / 7, c = j % 7;
         if (c < 6) dsv4_cp_async_16(st + sl * MHC_EPI_PITCH + 4 * c, ws_raw + (sl * T + t) * 24 + 4 * c);
-        else if (L2_ONLY) st[sl * MHC_EPI_PITCH + 24] = __ldcg(ws_sq + sl * T + t);
-        else dsv4_cp_async_4(st + sl * MHC_EPI_PITCH + 24, ws_sq + sl * T + t); /* .ca: cached in L1 */
+        else dsv4_cp_async_4(st + sl * MHC_EPI_PITCH + 24, ws_sq + sl * T + t);
     }
     dsv4_cp_async_commit();
     dsv4_cp_async_wait<0>();
@@ -161,39 +157,6 @@ static __device__ __forceinline__ void mhc_norm_token(const mhc_pipe_t &p, int64
     const float rn = s_rn;
     mhc_norm_store(b, rn, li, nv, threadIdx.x, blockDim.x);
     mhc_norm_row(li, w, rn, li, nv, threadIdx.x + MHC_NORM_BATCH * blockDim.x, blockDim.x);
-}
-
-/* Token t's 4 stream rows as the collapse reads them; a seam's R_new and the broadcast
- * copies are stored on the way. */
-template <int PROD, class F>
-static __device__ __forceinline__ void mhc_with_row_src(const mhc_pipe_t &p, int64_t t, F &&f) {
-    uint4 *o4 = reinterpret_cast<uint4 *>(p.res_out + t * p.res_out_stride);
-    const uint4 *r4 = reinterpret_cast<const uint4 *>(p.res + t * p.res_stride);
-    if (PROD == MHC_PROD_POST) {
-        mhc_src_post src = {reinterpret_cast<const uint4 *>(p.x + t * p.x_stride), r4, o4, {}, {}};
-        /* every thread loads the coefficients itself: no barrier before the row's loads */
-#pragma unroll
-        for (int i = 0; i < 4; ++i) src.pc[i] = __ldg(p.post_in + 4 * t + i);
-#pragma unroll
-        for (int i = 0; i < 16; ++i) src.cb[i] = __ldg(p.comb_in + 16 * t + i);
-        f(src);
-    } else if (PROD == MHC_PROD_BCAST) {
-        f(mhc_src_bcast{r4, p.res_out ? o4 : nullptr});
-    } else {
-        f(mhc_src_stored{reinterpret_cast<const uint4 *>(p.col_src + t * p.col_src_stride)});
-    }
-}
-
-/* A V4.1 row CTA (the small-T kernel's, the one-launch seam's): one pass over token t's
- * row that stores R_new (or the broadcast copies), collapses it with the incoming pre-mix
- * and writes aux and the RMS-normed layer input; nothing is read back. s_row, red as
- * mhc_collapse_row. */
-template <int PROD>
-static __device__ __forceinline__ void mhc_row_token(const mhc_pipe_t &p, int64_t t, uint4 *s_row, float *red) {
-    mhc_with_row_src<PROD>(p, t, [&](const auto &src) {
-        mhc_collapse_row(src, p.H, p.pre_mix ? p.pre_mix + 4 * t : nullptr, p.norm_w, p.norm_eps, p.sq_rounded,
-                         p.li + t * p.li_stride, p.aux ? p.aux + t * p.aux_stride : nullptr, s_row, red);
-    });
 }
 
 #endif /* DSV4_MHC_EPILOGUE_CUH */

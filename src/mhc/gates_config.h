@@ -120,27 +120,10 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 1280 + 2 * MHC_MAX_HIDDEN, "mhc small-T kernel");
 
 /* Workspace: [flags][partials][fn hi/lo]. The partials are raw [S][T][24], sq [S][T],
- * ss [S][T] fp32. Flag words in front of them, rounded up to 256 bytes: the small-T route
- * one per (token, n-tile, slice) (T x 4 x S; small_t_kernel.cu), the tensor-core route
- * those of the one-launch seam (seam_fused_kernel.cu): one per token (its row stored),
- * then S per gate CTA of MHC_EPI_TPC tokens (one per projection CTA of its block). The
- * tensor-core route has K0's bf16 hi / lo rows of fn after the partials (rounded up to
- * 256 bytes). */
-#define MHC_WS_FLAG_WORDS(small, T, S)                                                                          \
-    ((small) ? (size_t)(T) * 4 * (size_t)(S)                                                                  \
-             : (size_t)(T) + ((size_t)(T) + MHC_EPI_TPC - 1) / MHC_EPI_TPC * (size_t)(S))
-#define MHC_WS_FLAG_BYTES(small, T, S) ((MHC_WS_FLAG_WORDS(small, T, S) * 4 + 255) / 256 * 256)
-
-/* ---- one-launch V4.1 seam (seam_fused_kernel.cu) ----------------------------------------- */
-/* The tensor-core route runs a V4.1 seam (post + collapse with the incoming pre-mix + gates)
- * as one kernel up to this many tokens, and as K1 + K2 above it. */
-#ifndef MHC_TC_FUSED_MAX_TOKENS
-#define MHC_TC_FUSED_MAX_TOKENS 1024
-#endif
-/* Token blocks between a block's row CTAs and its projection CTAs in the grid: the rows
- * have this long to land before their projections are dispatched and wait for them. */
-#ifndef MHC_TC_FUSED_LAG
-#define MHC_TC_FUSED_LAG 2
-#endif
+ * ss [S][T] fp32. The small-T route puts one flag word per (token, n-tile, slice) in front
+ * of them (T x 4 x S words, rounded up to 256 bytes; small_t_kernel.cu); the tensor-core
+ * route has none, and K0's bf16 hi / lo rows of fn after them (partials rounded up to 256
+ * bytes). */
+#define MHC_WS_FLAG_BYTES(small, T, S) ((small) ? ((size_t)(T) * 4 * (size_t)(S) * 4 + 255) / 256 * 256 : (size_t)0)
 
 #endif

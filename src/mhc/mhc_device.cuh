@@ -104,14 +104,13 @@ static __device__ __forceinline__ void mhc_token_coef(const float *post, const f
     for (int i = 0; i < 16; ++i) cb[i] = s_coef[4 + i];
 }
 
-/* R_new of 8-channel vector v (nv per stream) from its inputs in = {x, R0..R3}:
- * out[s] = bf16 x 8 of stream s. */
-static __device__ __forceinline__ void mhc_post_make(const uint4 in[5], const float pc[4], const float cb[16],
-                                                     uint4 out[4]) {
+/* R_new of 8-channel vector v (nv per stream): out[s] = bf16 x 8 of stream s. */
+static __device__ __forceinline__ void mhc_post_vec(const uint4 *x4, const uint4 *r4, int64_t v, int64_t nv,
+                                                    const float pc[4], const float cb[16], uint4 out[4]) {
     float xf[8], r[4][8], o[4][8];
-    mhc_unpack8(in[0], xf);
+    mhc_unpack8(__ldg(x4 + v), xf);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) mhc_unpack8(in[1 + s], r[s]);
+    for (int s = 0; s < 4; ++s) mhc_unpack8(__ldg(r4 + s * nv + v), r[s]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
@@ -122,18 +121,6 @@ static __device__ __forceinline__ void mhc_post_make(const uint4 in[5], const fl
     }
 #pragma unroll
     for (int s = 0; s < 4; ++s) out[s] = mhc_pack8(o[s]);
-}
-static __device__ __forceinline__ void mhc_post_load(const uint4 *x4, const uint4 *r4, int64_t v, int64_t nv,
-                                                     uint4 in[5]) {
-    in[0] = __ldg(x4 + v);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) in[1 + s] = __ldg(r4 + s * nv + v);
-}
-static __device__ __forceinline__ void mhc_post_vec(const uint4 *x4, const uint4 *r4, int64_t v, int64_t nv,
-                                                    const float pc[4], const float cb[16], uint4 out[4]) {
-    uint4 in[5];
-    mhc_post_load(x4, r4, v, nv, in);
-    mhc_post_make(in, pc, cb, out);
 }
 
 /* R_new of the vectors v = first, first + step, ...; returns the thread's sum of squares
@@ -162,47 +149,33 @@ static __device__ __forceinline__ float mhc_post_row(const uint4 *x4, const uint
 }
 
 /* ---- where a row's 4 streams come from (mhc_collapse_row's Src) ------------------------------ */
-/* Each gives the 4 stream vectors of 8-channel vector v (nv per stream) as stored bf16 in
- * two steps: load(v) issues the NIN 16-byte loads of v's inputs, make(v) turns them into
- * the 4 vectors (and stores what the source stores), so that a thread's loads of several
- * vectors are in flight together (a store between two loads, which may alias, made each
- * load wait for the one before). */
-struct mhc_src_stored { /* a residual row already in memory (plain loads: the same CTA may have stored it) */
-    static constexpr int NIN = 4;
+/* Each gives the 4 stream vectors of 8-channel vector v (nv per stream) as stored bf16. */
+struct mhc_src_stored { /* a residual row already in memory */
     const uint4 *r4;
-    __device__ __forceinline__ void load(int64_t v, int64_t nv, uint4 in[NIN]) const {
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
 #pragma unroll
-        for (int s = 0; s < 4; ++s) in[s] = r4[s * nv + v];
-    }
-    __device__ __forceinline__ void make(int64_t, int64_t, const uint4 in[NIN], uint4 r[4]) const {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) r[s] = in[s];
+        for (int s = 0; s < 4; ++s) r[s] = r4[s * nv + v];
     }
 };
 struct mhc_src_post { /* R_new of a seam, stored on the way (so nothing reads it back) */
-    static constexpr int NIN = 5;
     const uint4 *x4, *r4;
     uint4 *o4;
     float pc[4], cb[16];
-    __device__ __forceinline__ void load(int64_t v, int64_t nv, uint4 in[NIN]) const {
-        mhc_post_load(x4, r4, v, nv, in);
-    }
-    __device__ __forceinline__ void make(int64_t v, int64_t nv, const uint4 in[NIN], uint4 r[4]) const {
-        mhc_post_make(in, pc, cb, r);
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
+        mhc_post_vec(x4, r4, v, nv, pc, cb, r);
 #pragma unroll
         for (int s = 0; s < 4; ++s) o4[s * nv + v] = r[s];
     }
 };
 struct mhc_src_bcast { /* the first layer's embedding, its 4 copies stored when o4 is set */
-    static constexpr int NIN = 1;
     const uint4 *e4;
     uint4 *o4;
-    __device__ __forceinline__ void load(int64_t v, int64_t, uint4 in[NIN]) const { in[0] = __ldg(e4 + v); }
-    __device__ __forceinline__ void make(int64_t v, int64_t nv, const uint4 in[NIN], uint4 r[4]) const {
+    __device__ __forceinline__ void operator()(int64_t v, int64_t nv, uint4 r[4]) const {
+        const uint4 e = __ldg(e4 + v);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            r[s] = in[0];
-            if (o4) o4[s * nv + v] = in[0];
+            r[s] = e;
+            if (o4) o4[s * nv + v] = e;
         }
     }
 };
@@ -339,66 +312,44 @@ static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4
 
 /* ---- one token's collapse across a CTA ----------------------------------------------------- */
 /* src: the token's 4 stream rows (a Src above); p: pre-mix (NULL = stream 0, an exact
- * copy; read once per thread); w: norm weight (NULL = write the un-normed yb); s_row: 2H
- * bytes of shared memory (norm only); red: 33 floats of shared memory. Must be called by
- * every thread of the CTA. A thread walks its vectors MHC_ROW_BATCH at a time, all their
- * loads first; the norm's first batch of (yb, w) is loaded before the block sum. Session
- * 14 measured a row CTA of the V4.1 seam at 7-9 us with one vector's loads at a time
- * (three dependent DRAM round trips per thread at H = 5120, plus the coefficients' and
- * the weight's). */
-#define MHC_ROW_BATCH 3
+ * copy); w: norm weight (NULL = write the un-normed yb); s_row: 2H bytes of shared memory
+ * (norm only); red: 33 floats of shared memory. Must be called by every thread of the CTA. */
 template <class Src>
 static __device__ __forceinline__ void mhc_collapse_row(const Src &src, int64_t H, const float *p, const uint16_t *w,
                                                         float norm_eps, int sq_rounded, uint16_t *out, uint16_t *aux,
                                                         uint4 *s_row, float *red) {
-    const int64_t nv = H / 8, step = blockDim.x;
+    const int64_t nv = H / 8;
     uint4 *dst = w ? s_row : reinterpret_cast<uint4 *>(out);
-    float pm[4];
-    if (p)
-#pragma unroll
-        for (int s = 0; s < 4; ++s) pm[s] = p[s];
     float ss = 0.0f;
-    for (int64_t v0 = threadIdx.x; v0 < nv; v0 += MHC_ROW_BATCH * step) {
-        uint4 in[MHC_ROW_BATCH][Src::NIN];
+#pragma unroll 2
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+        uint4 rv[4];
+        src(v, nv, rv);
+        float r[4][8];
 #pragma unroll
-        for (int k = 0; k < MHC_ROW_BATCH; ++k)
-            if (v0 + k * step < nv) src.load(v0 + k * step, nv, in[k]);
+        for (int s = 0; s < 4; ++s) mhc_unpack8(rv[s], r[s]);
+        float y[8], yb[8], a[8];
 #pragma unroll
-        for (int k = 0; k < MHC_ROW_BATCH; ++k) {
-            const int64_t v = v0 + k * step;
-            if (v >= nv) break;
-            uint4 rv[4];
-            src.make(v, nv, in[k], rv);
-            float r[4][8];
-#pragma unroll
-            for (int s = 0; s < 4; ++s) mhc_unpack8(rv[s], r[s]);
-            float y[8], yb[8], a[8];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
-                y[i] = p ? mhc_collapse_channel(pm, rc) : rc[0];
-                a[i] = mhc_aux_channel(rc);
-            }
-            const uint4 ybv = mhc_pack8(y);
-            mhc_unpack8(ybv, yb);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float q = sq_rounded ? yb[i] : y[i];
-                ss = __fmaf_rn(q, q, ss);
-            }
-            dst[v] = ybv;
-            if (aux) reinterpret_cast<uint4 *>(aux)[v] = mhc_pack8(a);
+        for (int i = 0; i < 8; ++i) {
+            const float rc[4] = {r[0][i], r[1][i], r[2][i], r[3][i]};
+            y[i] = p ? mhc_collapse_channel(p, rc) : rc[0];
+            a[i] = mhc_aux_channel(rc);
         }
+        const uint4 ybv = mhc_pack8(y);
+        mhc_unpack8(ybv, yb);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float q = sq_rounded ? yb[i] : y[i];
+            ss = __fmaf_rn(q, q, ss);
+        }
+        dst[v] = ybv;
+        if (aux) reinterpret_cast<uint4 *>(aux)[v] = mhc_pack8(a);
     }
     if (!w) return;
-    /* each thread reads back only the vectors it wrote, so no barrier is needed here */
-    const uint4 *w4 = reinterpret_cast<const uint4 *>(w);
-    uint4 *o4 = reinterpret_cast<uint4 *>(out);
-    mhc_norm_batch b;
-    mhc_norm_load(s_row, w4, nv, threadIdx.x, step, b);
     const float rn = mhc_inv_rms(mhc_block_sum(ss, red), (float)H, norm_eps);
-    mhc_norm_store(b, rn, o4, nv, threadIdx.x, step);
-    mhc_norm_row(s_row, w4, rn, o4, nv, threadIdx.x + MHC_NORM_BATCH * step, step);
+    /* each thread reads back only the vectors it wrote, so no barrier is needed here */
+    mhc_norm_row(s_row, reinterpret_cast<const uint4 *>(w), rn, reinterpret_cast<uint4 *>(out), nv, threadIdx.x,
+                 blockDim.x);
 }
 
 #endif /* DSV4_MHC_DEVICE_CUH */

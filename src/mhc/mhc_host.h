@@ -4,8 +4,7 @@
  * every operator's host side runs, and the launchers the .cu files export.
  *
  * A pipeline is, on the tensor-core route, K1 (the projection kernel) followed by K2 (the
- * epilogue), or for V4.1 seams up to MHC_TC_FUSED_MAX_TOKENS one kernel
- * (seam_fused_kernel.cu), and on the small-T route one kernel that does both
+ * epilogue, one CTA per token), and on the small-T route one kernel that does both
  * (small_t_kernel.cu). The "producer" decides what the projection reads:
  *   MHC_PROD_POST   the post-apply of x, R, post, comb (seams); stores R_new
  *   MHC_PROD_RES    the residual itself (gates, pre)
@@ -63,7 +62,7 @@ typedef struct mhc_pipe {
     const uint16_t *col_src;
     int64_t col_src_stride;
     float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
-    unsigned *flags; /* completion flags: small-T route, one-launch seam (gates_config.h) */
+    unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
                               fn_split, or K0's split in the workspace (mhc_pipe_launch) */
 } mhc_pipe_t;
@@ -144,12 +143,8 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
 dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* K1 (reads fn's split at p->fn_hl: the caller's fn_split, or K0's, launched before it). */
+/* K1, after K0 into the workspace rows p->fn_hl points to when the call has no fn_split. */
 dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* Whether a tensor-core pipeline runs as the one-launch V4.1 seam (seam_fused_kernel.cu),
- * and that launch (after K0 as for K1). */
-int mhc_seam_fused(const mhc_pipe_t *p);
-dsv4_status_t mhc_launch_seam_fused(const mhc_pipe_t *p, dsv4_stream_t stream);
 /* K0: fn [24][K] fp32 -> hl [48][K] bf16 (rows 0..23 hi, 24..47 lo); both 16-byte aligned. */
 dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);

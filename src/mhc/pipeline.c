@@ -2,9 +2,8 @@
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
  * pointer checks every variant has (and those pre and seam share for the collapse), the
  * tensor-core route's offset limit, and the launches on the caller's stream: the one
- * small-T kernel, or on the tensor-core route K0 (fn's hi / lo split into the workspace)
- * unless the call passes fn_split, then the one-launch seam (V4.1 seams up to
- * MHC_TC_FUSED_MAX_TOKENS tokens) or the projection followed by the epilogue (K1, K2).
+ * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2),
+ * preceded by K0 (fn's hi / lo split into the workspace) unless the call passes fn_split.
  */
 #include <stdint.h>
 
@@ -68,9 +67,6 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
     p->fn_hl = p->fn_split ? p->fn_split : (const uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
     DSV4_TRY(mhc_check_tc_offsets(op, p));
-    if (!p->fn_split) /* K0 */
-        DSV4_TRY(mhc_launch_fn_split(p->fn, (uint16_t *)p->fn_hl, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));
-    if (mhc_seam_fused(p)) return mhc_launch_seam_fused(p, stream);
     DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);
 }

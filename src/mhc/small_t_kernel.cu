@@ -58,6 +58,7 @@ struct small_smem {
     mhc_epi_smem epi;
     float coef[MHC_SMALL_MAX_TPC][20];        /* post[4], comb[16] per token */
     float red[NW][MHC_SMALL_MAX_TPC][TN + 1]; /* per-warp sums: 6 mix, sq      */
+    float pm[4];                              /* the incoming pre-mix (V4.1)   */
 };
 
 template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mhc_pipe_t &p, int64_t b, small_smem &sm) {
@@ -145,6 +146,23 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
     dsv4_grid_flag_publish(p.flags + ((t0 + tid) * NTILES + nt) * S + ks, tid < TPC && t0 + tid < T);
 }
 
+/* Token t's 4 stream rows as the collapse reads them; a seam's R_new and the broadcast
+ * copies are stored on the way. */
+template <int PROD, class F>
+__device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, small_smem &sm, F &&f) {
+    uint4 *o4 = reinterpret_cast<uint4 *>(p.res_out + t * p.res_out_stride);
+    const uint4 *r4 = reinterpret_cast<const uint4 *>(p.res + t * p.res_stride);
+    if (PROD == MHC_PROD_POST) {
+        mhc_src_post src = {reinterpret_cast<const uint4 *>(p.x + t * p.x_stride), r4, o4, {}, {}};
+        mhc_token_coef(p.post_in + 4 * t, p.comb_in + 16 * t, sm.coef[0], src.pc, src.cb);
+        f(src);
+    } else if (PROD == MHC_PROD_BCAST) {
+        f(mhc_src_bcast{r4, p.res_out ? o4 : nullptr});
+    } else {
+        f(mhc_src_stored{reinterpret_cast<const uint4 *>(p.col_src + t * p.col_src_stride)});
+    }
+}
+
 /* Gate CTA: thread i < 4 S waits for the flag of producer (n-tile i / S, slice i % S) of
  * token t and, as soon as it is set, copies that producer's 6 mix partials (and sq from
  * n-tile 0) into the epilogue's staging buffer and resets the flag, so the partials are
@@ -186,17 +204,20 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
         return;
     }
     if (b < P + R) { /* V4.1 row CTA: one pass over the row, nothing read back */
-        mhc_row_token<PROD>(p, b - P, s_row, sm.epi.red);
+        const int64_t t = b - P;
+        if (threadIdx.x < 4 && p.pre_mix) sm.pm[threadIdx.x] = p.pre_mix[4 * t + threadIdx.x];
+        __syncthreads();
+        small_with_src<PROD>(p, t, sm, [&](const auto &src) {
+            mhc_collapse_row(src, p.H, p.pre_mix ? sm.pm : nullptr, p.norm_w, p.norm_eps, p.sq_rounded,
+                             p.li + t * p.li_stride, p.aux ? p.aux + t * p.aux_stride : nullptr, s_row, sm.epi.red);
+        });
         return;
     }
     const int64_t t = b - P - R; /* gate CTA */
     if (p.epi != MHC_EPI_DELAYED && PROD != MHC_PROD_RES && p.res_out) { /* rows stored while the projection runs */
-        mhc_with_row_src<PROD>(p, t, [&](const auto &src) {
-            uint4 in[4 + (PROD == MHC_PROD_POST)], r[4];
-            for (int64_t v = threadIdx.x; v < p.H / 8; v += NT) {
-                src.load(v, p.H / 8, in);
-                src.make(v, p.H / 8, in, r);
-            }
+        small_with_src<PROD>(p, t, sm, [&](const auto &src) {
+            uint4 r[4];
+            for (int64_t v = threadIdx.x; v < p.H / 8; v += NT) src(v, p.H / 8, r);
         });
         __syncthreads(); /* stored before the V4 collapse reads them back */
     }

@@ -49,8 +49,6 @@ void test_plan_routing(th_ctx_t *t) {
                     if (nblk * 64 >= 256 && nchunks % 64 == 0)
                         TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
                                  (long long)H, (long long)(nblk * pl.splits));
-                    /* the one-launch seam's flags: one per token, S per gate CTA of 4 tokens */
-                    flags = (((size_t)T + ((size_t)T + 3) / 4 * (size_t)pl.splits) * 4 + 255) / 256 * 256;
                 }
                 size_t ws = flags + (size_t)pl.splits * (size_t)T * 26 * 4;
                 size_t hl = 0; /* tensor-core route: fn's bf16 hi / lo rows, [48][K], after the partials */
