@@ -37,9 +37,8 @@
  *   accumulators. The four k-quarters are added through shared memory at the end, in
  *   order 0 + 1 + 2 + 3.
  * Pipeline: the next chunk's token inputs are loaded into the same registers as soon as
- *   the producer has consumed this chunk's (RES, BCAST: in flight during the barrier's
- *   wait and this chunk's mma) or once the tiles are published (POST: after the barrier,
- *   in flight during the mma); the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS
+ *   the producer has consumed this chunk's (in flight during the barrier's wait and this
+ *   chunk's mma); the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS
  *   further on are prefetched into L2 at that point (tc_prefetch); the next B tile is
  *   copied by cp.async once the mma is done with this one and waited for before the
  *   next barrier, behind the next producer. Other resident CTAs (2 per SM at <= 128
@@ -102,10 +101,6 @@ struct tc_in {
 struct tc_rows {
     uint32_t ox, orr, oout, oli, oaux;
 };
-
-/* Whether the next chunk's token inputs are loaded right after the producer (v12) or after
- * the barrier (v10): same-run H200 A/B in docs/mhc.md (session 4, run 10). */
-template <int PROD> constexpr bool TC_EARLY_INPUTS = PROD != MHC_PROD_POST;
 
 /* Address of the thread's 16-byte token-input vector v of a chunk: the one place tc_load
  * and tc_prefetch take their addresses from. */
@@ -369,13 +364,13 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
         const bool more = i + 1 < cps;
         const int c = chunk_at(i);
         tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
-        /* RES, BCAST: the producer is done with this chunk's inputs, so the next chunk's leave
-         * now and their round trip also covers the barrier's wait (gates op -9 %); POST (the
-         * seams) measured 3 % slower that way and loads after it */
-        if (TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
+        /* the producer is done with this chunk's inputs, so the next chunk's leave now and
+         * their round trip also covers the barrier's wait: gates op -9 % (session 4); the
+         * seams (POST) -0.5 to -1 % since v13 (session 14 run 5; 3 % slower with v10's K1,
+         * which loaded after the barrier until then) */
+        if (more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
         dsv4_cp_async_wait<0>(); /* this chunk's B tile */
         __syncthreads();
-        if (!TC_EARLY_INPUTS<PROD> && more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
         if (i + 1 + MHC_TC_PREFETCH_CHUNKS < cps) tc_prefetch<PROD>(p, rw, chunk_at(i + 1 + MHC_TC_PREFETCH_CHUNKS));
         tc_mma<PROD>(sA, sB, mt, kq, lane, acc);
         __syncthreads();
