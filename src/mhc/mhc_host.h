@@ -143,7 +143,8 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
 dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* K1, after K0 into the workspace rows p->fn_hl points to when the call has no fn_split. */
+/* K1; it reads fn's split at p->fn_hl (the caller's fn_split, or K0's, which
+ * mhc_pipe_launch launches first). */
 dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
 /* K0: fn [24][K] fp32 -> hl [48][K] bf16 (rows 0..23 hi, 24..47 lo); both 16-byte aligned. */
 dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream);

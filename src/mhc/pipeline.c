@@ -64,9 +64,15 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->flags = (unsigned *)ws;
     p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
-    /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
-    p->fn_hl = p->fn_split ? p->fn_split : (const uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
     DSV4_TRY(mhc_check_tc_offsets(op, p));
+    /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
+    if (p->fn_split) {
+        p->fn_hl = p->fn_split;
+    } else {
+        uint16_t *hl = (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
+        DSV4_TRY(mhc_launch_fn_split(p->fn, hl, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));
+        p->fn_hl = hl;
+    }
     DSV4_TRY(mhc_launch_proj_tc(p, stream));
     return mhc_launch_epilogue(p, stream);
 }

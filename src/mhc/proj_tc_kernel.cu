@@ -461,8 +461,6 @@ extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t s
     if (p->plan.splits < 1 || (p->H / cw) % p->plan.splits != 0)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
-    if (!p->fn_split) /* fn_hl is then the workspace's split region (mhc_pipe_launch) */
-        DSV4_TRY(mhc_launch_fn_split(p->fn, (uint16_t *)p->fn_hl, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));
     switch (p->prod) {
     case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
     case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);
