@@ -1,12 +1,13 @@
 /*
  * Sparse MLA prefill, config 4 (the auto choice): the warp-specialised CTA of mla_ws.cuh
  * (decomposition, handoffs, numerics) over bf16 workspace rows. H200: 29-35% of mma.sync
- * against config 2's 22-25% (docs/attention.md, session 11).
+ * against config 2's 22-25% (docs/attention.md, sessions 11 and 15).
  *
  * Producer: the four PV warps are the slice groups of mla_prefill_rows.cuh. Each copies
  * its dims of tile i + 2 right after its PV of tile i, into the buffer tile i leaves,
  * waits for the copies to land and announces the tile (KFULL); it fetches the ids of
- * tile i + 3 with them. Key flags are written at the copy, so two slots suffice. Grid:
+ * tile i + 3 after them, in a commit group of its own (see ws_refill). Key flags are
+ * written at the copy, so two slots suffice. Grid:
  * T * H/32 CTAs (no split); direct bf16 write.
  */
 #include <cuda_runtime.h>
