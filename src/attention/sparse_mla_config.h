@@ -52,9 +52,6 @@
 #define MLA_CFG_WS 4
 #define MLA_CFG_WS64 5
 #define MLA_WS_PV_WARPS 4
-/* Config 4's CTAs per SM (its __launch_bounds__: 168 registers; 1.75x faster than one
- * CTA per SM, session 11 run 2). */
-#define MLA_WS_CTAS_PER_SM 2
 #define MLA_CFG_HC(id) ((id) == 1 ? 16 : (id) == MLA_CFG_WS64 ? 64 : 32)
 #define MLA_CFG_MT(id) ((id) == 2 ? 2 : 1)
 #define MLA_CFG_WD(id) 4
@@ -64,7 +61,8 @@
                             : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
 /* The warp-specialised configs (mla_ws.cuh): no merge CTAs in their launch. */
 #define MLA_CFG_IS_WS(id) ((id) == MLA_CFG_WS || (id) == MLA_CFG_WS64)
-/* Resident CTAs per SM a config's launch bounds plan for (the split policy's wave). */
+/* Resident CTAs per SM a config's launch bounds plan for (the split policy's wave).
+ * Config 4: two (168 registers; 1.75x faster than one CTA per SM, session 11 run 2). */
 #define MLA_CFG_CTAS_PER_SM(id) ((id) == MLA_CFG_WS64 ? 1 : 2)
 
 #define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)

@@ -15,15 +15,13 @@
  * all its heads (config 5 halves that work per head against config 4).
  *
  * Row sources (the ring of mla_tile.cuh): tiles 0 .. AHEAD - 1 are converted by the PV
- * warps at the start. Tile k >= AHEAD is converted in iteration k - AHEAD, with the
- * record's lines prefetched into L2 and the ids of tile k + 1 fetched, either
- *   - by the score warps (SCONV; both configs: 53.6 against 55.0 us for config 4 and
- *     49.8-50.0 against 51.0-51.6 us for config 5 at T64 H64, session 12 runs 2, 3, 5),
- *     after their PREADY arrive of that iteration and before the next: work that
- *     otherwise sits on every PV warp's per-tile path (a few lanes of each, SIMT); or
- *   - by the PV warps after step 3 (their ids land with step 1's wait).
- * It is staged in iteration k - 3, after the PV warps' PREADY sync of that iteration,
- * which follows the conversion either way (so AHEAD >= 4). Its slot is rewritten (tile
+ * warps at the start. Tile k >= AHEAD is converted in iteration k - AHEAD by the score
+ * warps, with the record's lines prefetched into L2 and the ids of tile k + 1 fetched,
+ * after their PREADY arrive of that iteration and before the next: on the PV warps (after
+ * step 3) that work sat on every PV warp's per-tile path, a few lanes of each (config 4
+ * 55.0 against 53.6 us, config 5 51.0-51.6 against 49.8-50.0 us at T64 H64, session 12
+ * runs 2, 3, 5). It is staged in iteration k - 3, after the PV warps' PREADY sync of that
+ * iteration, which follows the conversion (so AHEAD >= 4). Its slot is rewritten (tile
  * k + AHEAD + 1) only after a later barrier that the stage of tile k precedes. PV warp 0
  * writes a tile's key flags when it lands (from its ring slot: staging happens too early
  * for the flag slots).
@@ -40,14 +38,9 @@
 #ifndef MLA_WS_DEQUANT_UNROLL
 #define MLA_WS_DEQUANT_UNROLL 2
 #endif
-/* Config 5: whether the score warps convert the row sources (as config 4's do). */
-#ifndef MLA_WS64_SCORE_CONVERT
-#define MLA_WS64_SCORE_CONVERT 1
-#endif
 
-/* G: the CTA geometry (mla_ws.cuh); SCONV: the score warps convert the row sources
- * (else the PV warps do, after staging). */
-template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
+/* G: the CTA geometry (mla_ws.cuh). */
+template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     typedef G Geo;
     typedef typename G::Pv C;
     static constexpr bool SPLITS = true;
@@ -68,7 +61,7 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
     /* Stage tile k's raw slice (ring slot k % R). */
     static __device__ __forceinline__ void stage(WsSmem &sm, int k, int wd) { issue<C, false>(sm, k % R, 0, wd); }
 
-    /* Wait for tile k's staged slice (and any ids in flight), dequantize it into buffer
+    /* Wait for tile k's staged slice, dequantize it into buffer
      * b = k & 1; PV warp 0 writes the tile's key flags from its ring slot (converted
      * AHEAD tiles before it, rewritten only R tiles after). */
     static __device__ __forceinline__ void land(WsSmem &sm, int k, int wd) {
@@ -83,10 +76,7 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
     static __device__ __forceinline__ void ws_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int ntiles,
                                                     int wd) {
         const int crow = converter_row<C>();
-        if (lane() < C::N / C::NW) {
-            convert_first<C>(p, w, sm, ntiles, crow);
-            if (!SCONV) mla_key_id_async(p, w, AHEAD * C::N + crow, &sm.ids[AHEAD & 1][crow]);
-        }
+        if (lane() < C::N / C::NW) convert_first<C>(p, w, sm, ntiles, crow);
         dsv4_bar_sync<MLA_WS_BAR_PV>(32 * G::PV_WARPS); /* ring slots 0 .. AHEAD - 1 */
         if (ntiles > 0) stage(sm, 0, wd);
         dsv4_cp_async_commit();
@@ -107,24 +97,20 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
         land(sm, i + 2, wd);
     }
 
-    /* After tile i + 2 is announced: stage tile i + 3; without SCONV also convert tile
-     * i + AHEAD (its ids landed with land()'s wait), staged in iteration i + AHEAD - 3,
-     * after the PV warps' next PREADY sync. */
-    static __device__ __forceinline__ void ws_ahead(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
+    /* After tile i + 2 is announced: stage tile i + 3. */
+    static __device__ __forceinline__ void ws_ahead(const mla_params_t &, const MlaWork &, WsSmem &sm, int i,
                                                     int ntiles, int wd) {
         if (i + 3 < ntiles) stage(sm, i + 3, wd);
-        if (!SCONV && lane() < C::N / C::NW && i + AHEAD < ntiles)
-            convert_next<C>(p, w, sm, i + AHEAD, converter_row<C>());
         dsv4_cp_async_commit();
     }
 
-    /* With SCONV the score warps convert the row sources from tile AHEAD on: lanes
+    /* The score warps convert the row sources from tile AHEAD on: lanes
      * 0 .. 16 / SCORE_WARPS - 1 of score warp q, one row each, each fetching its ids a
      * tile ahead (cp.async, its own group). */
     static constexpr int SROWS = C::N / G::SCORE_WARPS;
     static __device__ __forceinline__ void ws_score_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int,
                                                           int q, int lane) {
-        if (SCONV && lane < SROWS) {
+        if (lane < SROWS) {
             const int row = q * SROWS + lane;
             mla_key_id_async(p, w, AHEAD * C::N + row, &sm.ids[AHEAD & 1][row]);
             dsv4_cp_async_commit();
@@ -136,7 +122,6 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
      * the ids of the one after. */
     static __device__ __forceinline__ void ws_score_ahead(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
                                                           int ntiles, int, int) {
-        if (!SCONV) return;
         /* the row from an opaque %tid.x read: nothing of it lives through the QK loop
          * (the score warps are at the register cap) */
         const int tid = mla_opaque_tid(), lane = tid & 31, q = (tid >> 5) - G::PV_WARPS;
@@ -148,11 +133,10 @@ template <class G, bool SCONV> struct MlaDecodeWsProd : MlaDecodeProd {
     }
 };
 
-/* config 4: 32 heads, conversion on the score warps (session 12 run 3: 53.6 us at T64
- * H64 against 55.0 us with the PV warps converting) */
-typedef MlaDecodeWsProd<MlaWsGeo4, true> MlaDecodeWs4;
+/* config 4: 32 heads */
+typedef MlaDecodeWsProd<MlaWsGeo4> MlaDecodeWs4;
 /* config 5: 64 heads, 4 score + 8 PV warps, one p slot, one CTA per SM */
-typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>, MLA_WS64_SCORE_CONVERT> MlaDecodeWs5;
+typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>> MlaDecodeWs5;
 static_assert(sizeof(MlaDecodeWs4::WsSmem) == MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla_config.h's budget is stale");
 static_assert(sizeof(MlaDecodeWs5::WsSmem) == MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla_config.h's budget is stale");
 static_assert(mla_ws_geo_is<MlaDecodeWs4::Geo>(MLA_CFG_WS) && mla_ws_geo_is<MlaDecodeWs5::Geo>(MLA_CFG_WS64),

@@ -7,8 +7,8 @@
  * its dims of tile i + 2 right after its PV of tile i, into the buffer tile i leaves,
  * waits for the copies to land and announces the tile (KFULL); it fetches the ids of
  * tile i + 3 after them, in a commit group of its own (see ws_refill). Key flags are
- * written at the copy, so two slots suffice. Grid:
- * T * H/32 CTAs (no split); direct bf16 write.
+ * written at the copy, so two slots suffice. Grid: T * H/32 CTAs (no split); direct
+ * bf16 write.
  */
 #include <cuda_runtime.h>
 
