@@ -57,6 +57,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
             if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
     };
     load_batch(0); /* before the (m, l) loads: both round trips overlap */
+    const mla_row_sink sink = mla_load_row_sink(p.sink, h);
     float m = -FLT_MAX, l = 0.0f; /* lane s: split s */
     if (lane < S) {
         m = __ldcg(p.part_m + row0 + (int64_t)lane * H);
@@ -65,7 +66,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     float M = m;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-    M = mla_sink_max(M, p.sink, h);
+    M = mla_sink_max(M, sink);
     const float w_lane = mla_rescale(m, M);
     float L = 0.0f, x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
     for (int s0 = 0; s0 < S; s0 += B) {
@@ -86,7 +87,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
             }
         }
     }
-    L = mla_add_sink(L, p.sink, h, M);
+    L = mla_add_sink(L, sink, M);
     uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * lt;
     *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
                                dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));

@@ -47,14 +47,28 @@ static __device__ __forceinline__ float mla_running_sum(float l, float alpha, fl
     return __fadd_rn(__fmul_rn(l, alpha), psum);
 }
 
+/* A row's sink (spec section 5), loaded once per row ahead of its use: the finalisation
+ * runs behind the row's output stores, which a global load of the sink there would
+ * have to wait for (the compiler cannot move it above them). */
+struct mla_row_sink {
+    float v;
+    bool has;
+};
+static __device__ __forceinline__ mla_row_sink mla_load_row_sink(const float *sink, int head) {
+    mla_row_sink r;
+    r.has = sink != NULL;
+    r.v = sink ? sink[head] : 0.0f;
+    return r;
+}
+
 /* The max the finalisation normalises with: the splits' max, then the sink. */
-static __device__ __forceinline__ float mla_sink_max(float m, const float *sink, int head) {
-    return sink ? fmaxf(m, sink[head]) : m;
+static __device__ __forceinline__ float mla_sink_max(float m, const mla_row_sink &s) {
+    return s.has ? fmaxf(m, s.v) : m;
 }
 
 /* L += e^(sink - M), added last. */
-static __device__ __forceinline__ float mla_add_sink(float L, const float *sink, int head, float M) {
-    return sink ? __fadd_rn(L, mla_rescale(sink[head], M)) : L;
+static __device__ __forceinline__ float mla_add_sink(float L, const mla_row_sink &s, float M) {
+    return s.has ? __fadd_rn(L, mla_rescale(s.v, M)) : L;
 }
 
 /* out = L > 0 ? x / max(L, 1e-30) : 0 */
@@ -80,11 +94,11 @@ static __device__ __forceinline__ mla_row_div mla_row_divisor(float L) {
 struct mla_final {
     float w, L;
 };
-static __device__ __forceinline__ mla_final mla_final_single(float m, float l, const float *sink, int head) {
+static __device__ __forceinline__ mla_final mla_final_single(float m, float l, const mla_row_sink &sink) {
     mla_final f;
-    const float M = mla_sink_max(m, sink, head);
+    const float M = mla_sink_max(m, sink);
     f.w = mla_rescale(m, M);
-    f.L = mla_add_sink(__fmul_rn(f.w, l), sink, head, M);
+    f.L = mla_add_sink(__fmul_rn(f.w, l), sink, M);
     return f;
 }
 static __device__ __forceinline__ float mla_final_apply(const mla_final &f, float acc) {

@@ -385,55 +385,106 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
     }
 }
 
-/* Partials or the final bf16 rows of a CTA. The thread's geometry is read afresh
- * (mla_opaque_tid): nothing from before the tile loop has to live through it. */
+/* The head rows of this thread's epilogue: 16 * mt + g + 8 * half from the CTA's first
+ * head; the thread's geometry is read afresh (mla_opaque_tid): nothing from before the
+ * tile loop has to live through it. */
+template <class C> static __device__ __forceinline__ int mla_epilogue_row0() {
+    const int tid = mla_opaque_tid();
+    return (tid >> 5) / C::WD * 16 * C::MT + ((tid & 31) >> 2);
+}
+
+/* The sinks of this thread's epilogue rows, loaded before the barrier that precedes
+ * mla_epilogue (one round trip, waited for at that barrier; loaded inside, each row's
+ * load would follow the previous row's output stores: 4 round trips per PV warp of
+ * config 4). */
+template <class C> struct MlaEpiSinks {
+    mla_row_sink r[C::MT][2];
+};
+template <class C>
+static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_params_t &p, int head_cta) {
+    MlaEpiSinks<C> s;
+    const int row0 = mla_epilogue_row0<C>();
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+            s.r[mt][half] = mla_load_row_sink(p.sink, head_cta + row0 + 16 * mt + 8 * half);
+    return s;
+}
+
+/* Partials or the final bf16 rows of a CTA. */
 template <class C, bool FLAGS>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const float *row_m, const float *row_l,
-                                                    const MlaWork &w, const float (&o)[C::MT][C::NBO][4]) {
-    const int tid = mla_opaque_tid(), g = (tid & 31) >> 2, tq = tid & 3;
-    const int hw = (tid >> 5) / C::WD * 16 * C::MT, dim0 = (tid >> 5) % C::WD * C::DW;
+                                                    const MlaWork &w, const float (&o)[C::MT][C::NBO][4],
+                                                    const MlaEpiSinks<C> &sinks) {
+    const int tid = mla_opaque_tid(), tq = tid & 3;
+    const int row0 = mla_epilogue_row0<C>(), dim0 = (tid >> 5) % C::WD * C::DW;
     const int head_cta = w.head_cta;
     const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
     if (p.part_acc && tid < C::HC) {
         p.part_m[part_row0 + tid] = row_m[tid];
         p.part_l[part_row0 + tid] = row_l[tid];
     }
+    if (p.part_acc) {
 #pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
+        for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int row = hw + 16 * mt + g + 8 * half, head = head_cta + row;
-            if (p.part_acc) {
-                float *dst = p.part_acc + (part_row0 + row) * 512 + dim0 + 2 * tq;
+            for (int half = 0; half < 2; ++half) {
+                float *dst = p.part_acc + (part_row0 + row0 + 16 * mt + 8 * half) * 512 + dim0 + 2 * tq;
 #pragma unroll
                 for (int nb = 0; nb < C::NBO; ++nb)
                     *(float2 *)(dst + 8 * nb) = make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
-            } else {
-                const mla_final f = mla_final_single(row_m[row], row_l[row], p.sink, head);
-                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)head * p.o_sh + dim0 + 2 * tq;
-                /* One divisor per row and a warp-uniform choice: the 2 * NBO quotients run
-                 * 3 FFMAs each instead of __fdiv_rn's inlined fast path, range check and
-                 * branch (11% of prefill's time at w640, session 9's profile). Same bits. */
-                const mla_row_div rd = mla_row_divisor(f.L);
-                bool fast = rd.fast;
-#pragma unroll
-                for (int nb = 0; nb < C::NBO; ++nb)
-                    fast = fast && dsv4_div_in_window(__fmul_rn(f.w, o[mt][nb][2 * half])) &&
-                           dsv4_div_in_window(__fmul_rn(f.w, o[mt][nb][2 * half + 1]));
-                if (__all_sync(0xffffffffu, fast)) {
-#pragma unroll
-                    for (int nb = 0; nb < C::NBO; ++nb)
-                        *(uint32_t *)(dst + 8 * nb) =
-                            dsv4_pack_bf16x2(dsv4_div_fast(__fmul_rn(f.w, o[mt][nb][2 * half]), rd.v),
-                                             dsv4_div_fast(__fmul_rn(f.w, o[mt][nb][2 * half + 1]), rd.v));
-                } else {
-#pragma unroll
-                    for (int nb = 0; nb < C::NBO; ++nb)
-                        *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(f, o[mt][nb][2 * half]),
-                                                                       mla_final_apply(f, o[mt][nb][2 * half + 1]));
-                }
             }
+    } else {
+        /* One divisor per row: the 2 * NBO quotients run 3 FFMAs each instead of
+         * __fdiv_rn's inlined fast path, range check and branch (11% of prefill's time at
+         * w640, session 9's profile). Same bits. Every row's finalisation first, then one
+         * warp-uniform choice for all of them, so that the rows' dependent chains (shared
+         * loads, exp, reciprocal, window checks) overlap instead of each running between
+         * the previous row's stores and its own (two m-blocks of rows at a time). */
+        constexpr int MB = C::MT < 2 ? C::MT : 2; /* m-blocks per batch (more spill config 5) */
+#pragma unroll
+        for (int mb = 0; mb < C::MT; mb += MB) {
+            mla_final f[MB][2];
+            mla_row_div rd[MB][2];
+            bool fast = true;
+#pragma unroll
+            for (int j = 0; j < MB; ++j)
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int mt = mb + j, row = row0 + 16 * mt + 8 * half;
+                    f[j][half] = mla_final_single(row_m[row], row_l[row], sinks.r[mt][half]);
+                    rd[j][half] = mla_row_divisor(f[j][half].L);
+                    fast = fast && rd[j][half].fast;
+#pragma unroll
+                    for (int nb = 0; nb < C::NBO; ++nb)
+                        fast = fast && dsv4_div_in_window(__fmul_rn(f[j][half].w, o[mt][nb][2 * half])) &&
+                               dsv4_div_in_window(__fmul_rn(f[j][half].w, o[mt][nb][2 * half + 1]));
+                }
+            fast = __all_sync(0xffffffffu, fast);
+#pragma unroll
+            for (int j = 0; j < MB; ++j)
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int mt = mb + j, row = row0 + 16 * mt + 8 * half;
+                    uint16_t *dst =
+                        p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh + dim0 + 2 * tq;
+                    const mla_final &fr = f[j][half];
+                    if (fast) {
+#pragma unroll
+                        for (int nb = 0; nb < C::NBO; ++nb)
+                            *(uint32_t *)(dst + 8 * nb) =
+                                dsv4_pack_bf16x2(dsv4_div_fast(__fmul_rn(fr.w, o[mt][nb][2 * half]), rd[j][half].v),
+                                                 dsv4_div_fast(__fmul_rn(fr.w, o[mt][nb][2 * half + 1]), rd[j][half].v));
+                    } else {
+#pragma unroll
+                        for (int nb = 0; nb < C::NBO; ++nb)
+                            *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(fr, o[mt][nb][2 * half]),
+                                                                           mla_final_apply(fr, o[mt][nb][2 * half + 1]));
+                    }
+                }
         }
+    }
     /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */
     if (FLAGS && p.part_flags)
         dsv4_grid_flag_publish(p.part_flags + ((int64_t)w.t * p.num_heads + head_cta + tid) * p.num_splits + w.split,
@@ -589,8 +640,9 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
 
     /* Epilogue: m, l per row are in sm.c (published by the last barrier of the loop,
      * or the initial values). */
+    const MlaEpiSinks<C> sinks = mla_epilogue_sinks<C>(p, w.head_cta);
     __syncthreads();
-    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o);
+    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o, sinks);
 }
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:

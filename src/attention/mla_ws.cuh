@@ -246,8 +246,9 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Sme
         mla_ws_pv_tile<Prod, 0>(p, sm, w, o, i, ntiles, wd, lane);
         if (i + 1 < ntiles) mla_ws_pv_tile<Prod, 1>(p, sm, w, o, i + 1, ntiles, wd, lane);
     }
+    const MlaEpiSinks<C> sinks = mla_epilogue_sinks<C>(p, w.head_cta);
     dsv4_bar_sync<MLA_WS_BAR_FINAL>(Prod::Geo::THREADS);
-    mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o);
+    mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o, sinks);
 }
 
 template <class Prod>
