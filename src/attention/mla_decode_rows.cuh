@@ -53,6 +53,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
      * computed: the slots are random, so nearly every record is a DRAM read. */
     static constexpr int AHEAD = MLA_AHEAD_DECODE;
     static constexpr bool MERGE_CTAS = true; /* plan.merge == 2 appends them */
+    static constexpr bool STAGE_OUT = false; /* one bf16 tile: too few rows to stage a CTA's output */
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][576];

@@ -24,6 +24,7 @@
 
 struct MlaPrefillProd {
     static constexpr bool MERGE_CTAS = false; /* prefill never splits */
+    static constexpr bool STAGE_OUT = true;   /* the epilogue stages rows in k (mla_epilogue_stage) */
     template <class C> struct SmemT {
         uint16_t k[2][MLA_N][MLA_KSTR];
         int ids[C::WD][2][MLA_N] __attribute__((aligned(16))); /* per slice group: ids of its next tiles, by parity */

@@ -385,12 +385,26 @@ static __device__ __forceinline__ void mla_pv(float (&o)[C::MT][C::NBO][4], cons
     }
 }
 
-/* The head rows of this thread's epilogue: 16 * mt + g + 8 * half from the CTA's first
- * head; the thread's geometry is read afresh (mla_opaque_tid): nothing from before the
- * tile loop has to live through it. */
-template <class C> static __device__ __forceinline__ int mla_epilogue_row0() {
-    const int tid = mla_opaque_tid();
-    return (tid >> 5) / C::WD * 16 * C::MT + ((tid & 31) >> 2);
+/* The first of this warp's 16 * MT head rows in the CTA: the thread's epilogue rows are
+ * hw + 16 * mt + g + 8 * half. The thread's geometry is read afresh (mla_opaque_tid):
+ * nothing from before the tile loop has to live through it. */
+template <class C> static __device__ __forceinline__ int mla_epilogue_hw() {
+    return (mla_opaque_tid() >> 5) / C::WD * 16 * C::MT;
+}
+
+/* Where a warp's epilogue stages its bf16 rows (mla_epilogue): rows hw .. hw + 16 MT - 1
+ * of the two K tiles (k[2][MLA_N][MLA_KSTR], 32 consecutive rows), at its own dims, for
+ * producers whose tiles have that shape (Prod::STAGE_OUT: prefill); NULL otherwise.
+ * Called after the last reads of the tiles by other warps (a barrier before the
+ * epilogue); the warp's own reads are ordered by the epilogue's __syncwarp. */
+template <class Prod, class C, class Smem>
+static __device__ __forceinline__ uint16_t *mla_epilogue_stage(Smem &sm, int hw, int dim0) {
+    if constexpr (Prod::STAGE_OUT) {
+        static_assert(C::HC <= 2 * MLA_N, "a CTA's rows fit the two K tiles");
+        return &sm.k[0][0][0] + hw * MLA_KSTR + dim0;
+    } else {
+        return NULL;
+    }
 }
 
 /* The sinks of this thread's epilogue rows, loaded before the barrier that precedes
@@ -403,7 +417,7 @@ template <class C> struct MlaEpiSinks {
 template <class C>
 static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_params_t &p, int head_cta) {
     MlaEpiSinks<C> s;
-    const int row0 = mla_epilogue_row0<C>();
+    const int row0 = mla_epilogue_hw<C>() + ((mla_opaque_tid() & 31) >> 2);
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
@@ -412,13 +426,18 @@ static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_pa
     return s;
 }
 
-/* Partials or the final bf16 rows of a CTA. */
+/* Partials or the final bf16 rows of a CTA. The bf16 rows go out directly (4-byte
+ * stores: 8 rows x 16 bytes per warp instruction) or, given a staging area
+ * (mla_epilogue_stage), through shared memory as 16-byte chunks (512 contiguous bytes
+ * per instruction; out and both its strides are 16-byte multiples, checked by the API):
+ * on the H200 prefill's 4-byte stores cost 6.5% (a timing build without them, session
+ * 16), and staging took back 1-2%. */
 template <class C, bool FLAGS>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const float *row_m, const float *row_l,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4],
-                                                    const MlaEpiSinks<C> &sinks) {
-    const int tid = mla_opaque_tid(), tq = tid & 3;
-    const int row0 = mla_epilogue_row0<C>(), dim0 = (tid >> 5) % C::WD * C::DW;
+                                                    const MlaEpiSinks<C> &sinks, uint16_t *stage) {
+    const int tid = mla_opaque_tid(), tq = tid & 3, g = (tid & 31) >> 2;
+    const int hw = mla_epilogue_hw<C>(), row0 = hw + g, dim0 = (tid >> 5) % C::WD * C::DW;
     const int head_cta = w.head_cta;
     const int64_t part_row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + head_cta;
     if (p.part_acc && tid < C::HC) {
@@ -443,6 +462,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
          * loads, exp, reciprocal, window checks) overlap instead of each running between
          * the previous row's stores and its own (two m-blocks of rows at a time). */
         constexpr int MB = C::MT < 2 ? C::MT : 2; /* m-blocks per batch (more spill config 5) */
+        if (stage) __syncwarp();                  /* the warp's last ldmatrix of the area */
 #pragma unroll
         for (int mb = 0; mb < C::MT; mb += MB) {
             mla_final f[MB][2];
@@ -467,8 +487,9 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const int mt = mb + j, row = row0 + 16 * mt + 8 * half;
-                    uint16_t *dst =
-                        p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh + dim0 + 2 * tq;
+                    uint16_t *dst = stage ? stage + (16 * mt + 8 * half + g) * MLA_KSTR + 2 * tq
+                                          : p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh +
+                                                dim0 + 2 * tq;
                     const mla_final &fr = f[j][half];
                     if (fast) {
 #pragma unroll
@@ -483,6 +504,16 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                                                                            mla_final_apply(fr, o[mt][nb][2 * half + 1]));
                     }
                 }
+        }
+        if (stage) { /* 16-byte chunks: CPR per row slice, RPI rows per warp instruction */
+            constexpr int CPR = C::DW / 8, RPI = 32 / CPR;
+            static_assert(RPI * CPR == 32 && (16 * C::MT) % RPI == 0, "whole rows per instruction");
+            __syncwarp();
+            const int lane = tid & 31, c = lane % CPR;
+#pragma unroll
+            for (int r = lane / CPR; r < 16 * C::MT; r += RPI)
+                *(uint4 *)(p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + r) * p.o_sh + dim0 + 8 * c) =
+                    *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
         }
     }
     /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */
@@ -642,7 +673,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
      * or the initial values). */
     const MlaEpiSinks<C> sinks = mla_epilogue_sinks<C>(p, w.head_cta);
     __syncthreads();
-    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o, sinks);
+    mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o, sinks, mla_epilogue_stage<Prod, C>(sm, hw, dim0));
 }
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:

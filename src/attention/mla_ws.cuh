@@ -248,7 +248,7 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Sme
     }
     const MlaEpiSinks<C> sinks = mla_epilogue_sinks<C>(p, w.head_cta);
     dsv4_bar_sync<MLA_WS_BAR_FINAL>(Prod::Geo::THREADS);
-    mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o, sinks);
+    mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o, sinks, mla_epilogue_stage<Prod, C>(sm, 0, wd * C::DW));
 }
 
 template <class Prod>

@@ -17,6 +17,7 @@ void test_gpu_decode_large_t(th_ctx_t *t);
 void test_gpu_prefill_random(th_ctx_t *t);
 void test_gpu_prefill_unit_scale(th_ctx_t *t);
 void test_gpu_prefill_large_t(th_ctx_t *t);
+void test_gpu_prefill_out_strides(th_ctx_t *t);
 void test_gpu_model_shapes(th_ctx_t *t);
 void test_gpu_determinism(th_ctx_t *t);
 

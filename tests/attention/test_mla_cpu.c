@@ -377,6 +377,7 @@ static const th_test_t tests[] = {
     {"attention.gpu_prefill_random", test_gpu_prefill_random, TH_GPU},
     {"attention.gpu_prefill_unit_scale_error", test_gpu_prefill_unit_scale, TH_GPU},
     {"attention.gpu_prefill_large_t", test_gpu_prefill_large_t, TH_GPU},
+    {"attention.gpu_prefill_out_strides", test_gpu_prefill_out_strides, TH_GPU},
     {"attention.gpu_model_shapes", test_gpu_model_shapes, TH_GPU},
     {"attention.gpu_determinism", test_gpu_determinism, TH_GPU},
     {"attention.gpu_bad_input_writes_nothing", test_gpu_bad_input, TH_GPU},

@@ -365,6 +365,62 @@ void test_gpu_prefill_unit_scale(th_ctx_t *t) {
              "unit-scale max abs error %.3e (|out| < 1) is above the 4.8e-3 of the earlier Triton kernel", worst.below1);
 }
 
+/* Output rows at padded strides (whole 16-byte chunks, as the API requires): the
+ * epilogue stages rows through shared memory and writes 16-byte chunks at the strides.
+ * Each row must carry the bits of the contiguous run and the padding between rows must
+ * keep its poison. */
+void test_gpu_prefill_out_strides(th_ctx_t *t) {
+    const mla_prefill_case_t c = {37, 64, 640, 3000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0};
+    mla_prefill_data_t d;
+    mla_prefill_make(th_rng(t), &c, &d);
+    mla_prefill_dev_t g;
+    mla_prefill_upload(&d, &g);
+    const size_t n = (size_t)c.T * c.H * 512;
+    uint16_t *want = malloc(n * 2);
+    const int64_t head_strides[] = {520, 1032};
+    for (int ci = 0; ci < TH_COUNT(prefill_configs); ++ci) {
+        dsv4_sparse_mla_prefill_desc_t desc = d.desc;
+        desc.config = prefill_configs[ci];
+        dsv4_sparse_mla_plan_t p;
+        TH_OK(t, dsv4_sparse_mla_prefill_plan(&desc, &p));
+        if (racecheck_skips((int)p.config)) continue;
+        if (!mla_prefill_gpu(t, &d, &g, &desc, want)) continue;
+        for (int si = 0; si < TH_COUNT(head_strides); ++si) {
+            const int64_t sh = head_strides[si], st = c.H * sh + 8 * (si + 1);
+            const size_t elems = (size_t)(c.T - 1) * st + (size_t)(c.H - 1) * sh + 512;
+            th_buf_t ob = th_buf_device(elems * 2);
+            th_buf_poison(&ob, 0xA5);
+            dsv4_sparse_mla_prefill_args_t a = g.args;
+            a.out = th_ptr(&ob);
+            desc.out_stride_head = sh, desc.out_stride_token = st;
+            void *s = th_stream_create(t);
+            TH_OK(t, dsv4_sparse_mla_prefill(&desc, &a, NULL, 0, DSV4_STREAM(s)));
+            th_stream_sync_destroy(t, s);
+            uint16_t *got = malloc(elems * 2);
+            th_buf_download(&ob, got);
+            th_buf_guards_ok(t, &ob, "strided out");
+            size_t bad_rows = 0, bad_pad = 0;
+            for (size_t e = 0; e < elems; ++e) {
+                const size_t tok = e / (size_t)st, r = e % (size_t)st, h = r / (size_t)sh, dim = r % (size_t)sh;
+                if (h < (size_t)c.H && dim < 512) {
+                    if (got[e] != want[(tok * c.H + h) * 512 + dim]) ++bad_rows;
+                } else if (got[e] != 0xA5A5) {
+                    ++bad_pad;
+                }
+            }
+            TH_CHECK(t, bad_rows == 0 && bad_pad == 0,
+                     "prefill config %lld, out strides (%lld, %lld): %zu row elements differ from the contiguous run, "
+                     "%zu padding elements written",
+                     (long long)p.config, (long long)st, (long long)sh, bad_rows, bad_pad);
+            free(got);
+            th_buf_free(&ob);
+        }
+    }
+    free(want);
+    mla_prefill_dev_free(&g);
+    mla_prefill_free(&d);
+}
+
 void test_gpu_prefill_large_t(th_ctx_t *t) {
     const mla_prefill_case_t c1 = {8192, 32, 640, 9000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0};
     const int cfg_auto[] = {0, 3};
