@@ -80,6 +80,39 @@ struct MlaPrefillProd {
         fetch_ids<C>(p, w, sm, 1, wd);
         dsv4_cp_async_commit();
         dsv4_cp_async_wait<0>();
+        start_rows<C>(p, w, sm, ntiles, wd);
+    }
+
+    /* The ids of tiles 0 and 1 of token t before its length is known (the work
+     * description's round trip): positions 0 .. 2N - 1 of its id row, those inside the
+     * row's width (one list, no split: prefill). start_early_rows() then marks the
+     * positions past the length invalid, as fetch_ids would have. */
+    template <class C, class Smem>
+    static __device__ __forceinline__ void start_early_ids(const mla_params_t &p, int t, Smem &sm, int wd) {
+        const int gt = mla_group_thread<C>();
+        const mla_list_params_t &L = p.list[0];
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+            if (gt < C::N && k * C::N + gt < L.width)
+                dsv4_cp_async_4(&sm.ids[wd][k][gt], L.ids + (int64_t)t * L.stride + k * C::N + gt);
+        dsv4_cp_async_commit();
+    }
+    template <class C, class Smem>
+    static __device__ __forceinline__ void start_early_rows(const mla_params_t &p, const MlaWork &w, Smem &sm,
+                                                            int ntiles, int wd) {
+        dsv4_cp_async_wait<0>();
+        const int gt = mla_group_thread<C>();
+#pragma unroll
+        for (int k = 0; k < 2; ++k) /* each lane its own ids: ordered after its own copies */
+            if (gt < C::N && k * C::N + gt >= w.n) sm.ids[wd][k][gt] = -1;
+        start_rows<C>(p, w, sm, ntiles, wd);
+    }
+
+    /* start()'s second half: the rows of tiles 0 and 1 (their ids landed), and the ids of
+     * tile 2. */
+    template <class C, class Smem>
+    static __device__ __forceinline__ void start_rows(const mla_params_t &p, const MlaWork &w, Smem &sm, int ntiles,
+                                                      int wd) {
         mla_slice_sync<C>(wd);
         if (ntiles > 0) issue<C>(p, sm, 0, 0, wd);
         dsv4_cp_async_commit();

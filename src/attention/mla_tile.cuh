@@ -511,9 +511,11 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
             __syncwarp();
             const int lane = tid & 31, c = lane % CPR;
 #pragma unroll
-            for (int r = lane / CPR; r < 16 * C::MT; r += RPI)
-                *(uint4 *)(p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + r) * p.o_sh + dim0 + 8 * c) =
-                    *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
+            for (int r = lane / CPR; r < 16 * C::MT; r += RPI) {
+                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + r) * p.o_sh + dim0 + 8 * c;
+                const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
+                __stcs((uint4 *)dst, v); /* evict-first: the kernel never reads out, L2 is for K rows (0-0.7%, session 16 run 5) */
+            }
         }
     }
     /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */

@@ -58,9 +58,12 @@
  * (sparse_mla_config.h).
  *
  * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
- * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension),
- * ws_start() (the PV warps' start: tiles 0 and 1 into buffers 0 and 1, each announced by
- * an arrive at KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer
+ * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension), EARLY_Q
+ * (whether the score warps load Q before w is known, across the barrier that publishes
+ * it: prefill; decode config 5 spills 8 bytes on sm_90 with it),
+ * ws_pre_start(t) (the PV warps' work before the work description w is known: prefill
+ * fetches its first ids), ws_start() (the PV warps' start: tiles 0 and 1 into buffers 0
+ * and 1, each announced by an arrive at KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer
  * BUF), ws_ahead(i) (after tile i + 2 is announced: work for later tiles, off the score
  * warps' path), and the score warps' share: ws_score_start() before their first tile and
  * ws_score_ahead(i) after they hand tile i to the PV warps.
@@ -186,12 +189,10 @@ static __device__ __forceinline__ void mla_ws_score_tile(const mla_params_t &p, 
     Prod::ws_score_ahead(p, w, sm, i, ntiles, q, lane);
 }
 
-/* Score warp q: heads 16q .. 16q + 15 of the CTA. */
+/* Score warp q: heads 16q .. 16q + 15 of the CTA (its Q in qf). */
 template <class Prod, class Smem>
-static __device__ __forceinline__ void mla_ws_score_warp(const mla_params_t &p, Smem &sm, const MlaWork &w, int t,
-                                                         int head_cta, int q, int lane) {
-    uint32_t qf[1][32][4];
-    mla_load_q<1, 32>(qf, p, t, head_cta + 16 * q, 0, lane);
+static __device__ __forceinline__ void mla_ws_score_warp(const mla_params_t &p, Smem &sm, const MlaWork &w,
+                                                         const uint32_t (&qf)[1][32][4], int q, int lane) {
     float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
     const int ntiles = (w.n + MLA_N - 1) / MLA_N;
     Prod::ws_score_start(p, w, sm, ntiles, q, lane);
@@ -260,12 +261,21 @@ __global__ void __launch_bounds__(Prod::Geo::THREADS, Prod::Geo::CTAS_PER_SM) ml
     const int head_groups = p.num_heads / G::HC, rest = (int)blockIdx.x / head_groups;
     const int t = Prod::SPLITS ? rest / p.num_splits : rest, head_cta = ((int)blockIdx.x % head_groups) * G::HC;
     if (threadIdx.x == 0) w = mla_work(p, t, Prod::SPLITS ? rest % p.num_splits : 0, head_cta);
-    if (warp < G::PV_WARPS) mla_prefetch_id_rows<typename G::Pv>(p, t);
+    /* what does not need w goes first: its round trips overlap w's (the lengths) */
+    const int q = warp - G::PV_WARPS;
+    uint32_t qf[1][32][4]; /* score warps: Q of heads 16q .. 16q + 15 */
+    if (warp < G::PV_WARPS) {
+        mla_prefetch_id_rows<typename G::Pv>(p, t);
+        Prod::ws_pre_start(p, t, sm, warp);
+    } else if (Prod::EARLY_Q) {
+        mla_load_q<1, 32>(qf, p, t, head_cta + 16 * q, 0, lane);
+    }
     __syncthreads(); /* w */
     if (warp < G::PV_WARPS) {
         mla_ws_pv_warp<Prod>(p, sm, w, warp, lane);
     } else {
-        mla_ws_score_warp<Prod>(p, sm, w, t, head_cta, warp - G::PV_WARPS, lane);
+        if (!Prod::EARLY_Q) mla_load_q<1, 32>(qf, p, t, head_cta + 16 * q, 0, lane);
+        mla_ws_score_warp<Prod>(p, sm, w, qf, q, lane);
     }
 }
 

@@ -43,7 +43,7 @@
 template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     typedef G Geo;
     typedef typename G::Pv C;
-    static constexpr bool SPLITS = true;
+    static constexpr bool SPLITS = true, EARLY_Q = false;
     static constexpr int R = AHEAD + 1;
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
     struct WsSmem {
@@ -73,6 +73,7 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
         __syncwarp(); /* the raw slice is read before the next stage overwrites it */
     }
 
+    static __device__ __forceinline__ void ws_pre_start(const mla_params_t &, int, WsSmem &, int) {}
     static __device__ __forceinline__ void ws_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int ntiles,
                                                     int wd) {
         const int crow = converter_row<C>();

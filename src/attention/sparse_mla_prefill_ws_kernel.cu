@@ -18,18 +18,22 @@
 struct MlaPrefillWsProd : MlaPrefillProd {
     typedef MlaWsGeo4 Geo;
     typedef Geo::Pv C;
-    static constexpr bool SPLITS = false;
+    static constexpr bool SPLITS = false, EARLY_Q = true;
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
         int ids[C::WD][2][MLA_N] __attribute__((aligned(16))); /* per PV warp, by tile parity */
         MlaWsShared<Geo> c;
     };
 
-    /* Tiles 0 and 1 and the ids of tile 2 (MlaPrefillProd::start), each tile announced
-     * when its commit group has landed. */
+    /* Before the work description: the ids of tiles 0 and 1 (start_early_ids). */
+    static __device__ __forceinline__ void ws_pre_start(const mla_params_t &p, int t, WsSmem &sm, int wd) {
+        start_early_ids<C>(p, t, sm, wd);
+    }
+    /* Tiles 0 and 1 and the ids of tile 2 (MlaPrefillProd::start_early_rows), each tile
+     * announced when its commit group has landed. */
     static __device__ __forceinline__ void ws_start(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int ntiles,
                                                     int wd) {
-        start<C>(p, w, sm, ntiles, wd);
+        start_early_rows<C>(p, w, sm, ntiles, wd);
         if (ntiles > 0) {
             dsv4_cp_async_wait<1>();
             dsv4_bar_arrive<MLA_WS_BAR_KFULL + 0>(Geo::THREADS);
