@@ -114,6 +114,8 @@ typedef struct {
 
 void mla_decode_upload(const mla_decode_data_t *d, mla_decode_dev_t *g);
 void mla_prefill_upload(const mla_prefill_data_t *d, mla_prefill_dev_t *g);
+/* mla_prefill_make then mla_prefill_upload. */
+void mla_prefill_make_upload(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data_t *d, mla_prefill_dev_t *g);
 /* Run with a poisoned output (and workspace, kept in *ws_host when non-NULL, sized
  * *ws_bytes), check the guard bands and that the inputs are unchanged, download out.
  * Returns 0 if the call failed (already reported). */

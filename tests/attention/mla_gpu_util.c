@@ -43,6 +43,11 @@ void mla_decode_upload(const mla_decode_data_t *d, mla_decode_dev_t *g) {
     a->sink = d->sink ? th_ptr(&g->b[8]) : NULL;
 }
 
+void mla_prefill_make_upload(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data_t *d, mla_prefill_dev_t *g) {
+    mla_prefill_make(r, c, d);
+    mla_prefill_upload(d, g);
+}
+
 void mla_prefill_upload(const mla_prefill_data_t *d, mla_prefill_dev_t *g) {
     const mla_prefill_case_t *c = &d->c;
     const size_t qb = (size_t)c->T * c->H * 512 * 2;

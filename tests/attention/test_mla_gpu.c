@@ -372,9 +372,8 @@ void test_gpu_prefill_unit_scale(th_ctx_t *t) {
 void test_gpu_prefill_out_strides(th_ctx_t *t) {
     const mla_prefill_case_t c = {37, 64, 640, 3000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0};
     mla_prefill_data_t d;
-    mla_prefill_make(th_rng(t), &c, &d);
     mla_prefill_dev_t g;
-    mla_prefill_upload(&d, &g);
+    mla_prefill_make_upload(th_rng(t), &c, &d, &g);
     const size_t n = (size_t)c.T * c.H * 512;
     uint16_t *want = malloc(n * 2);
     const int64_t head_strides[] = {520, 1032};
@@ -476,9 +475,8 @@ void test_gpu_determinism(th_ctx_t *t) {
 
     const mla_prefill_case_t pc = {64, 64, 640, 3000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0};
     mla_prefill_data_t pd;
-    mla_prefill_make(th_rng(t), &pc, &pd);
     mla_prefill_dev_t pg;
-    mla_prefill_upload(&pd, &pg);
+    mla_prefill_make_upload(th_rng(t), &pc, &pd, &pg);
     const size_t pn = (size_t)pc.T * pc.H * 512;
     a = malloc(pn * 2), b = malloc(pn * 2);
     dsv4_sparse_mla_prefill_desc_t pdesc = pd.desc; /* auto: config 4, except under racecheck */
