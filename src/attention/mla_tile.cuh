@@ -461,7 +461,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
          * warp-uniform choice for all of them, so that the rows' dependent chains (shared
          * loads, exp, reciprocal, window checks) overlap instead of each running between
          * the previous row's stores and its own (two m-blocks of rows at a time). */
-        constexpr int MB = C::MT < 2 ? C::MT : 2; /* m-blocks per batch (more spill config 5) */
+        constexpr int MB = C::MT < 2 ? C::MT : 2; /* m-blocks per batch: config 5's four spill */
         if (stage) __syncwarp();                  /* the warp's last ldmatrix of the area */
 #pragma unroll
         for (int mb = 0; mb < C::MT; mb += MB) {
@@ -514,7 +514,9 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
             for (int r = lane / CPR; r < 16 * C::MT; r += RPI) {
                 uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + r) * p.o_sh + dim0 + 8 * c;
                 const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
-                __stcs((uint4 *)dst, v); /* evict-first: the kernel never reads out, L2 is for K rows (0-0.7%, session 16 run 5) */
+                /* evict-first: the kernel never reads out back, L2 is for the K rows (0-0.7%,
+                 * session 16 run 5) */
+                __stcs((uint4 *)dst, v);
             }
         }
     }

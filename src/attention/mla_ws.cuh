@@ -60,13 +60,14 @@
  * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
  * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension), EARLY_Q
  * (whether the score warps load Q before w is known, across the barrier that publishes
- * it: prefill; decode config 5 spills 8 bytes on sm_90 with it),
- * ws_pre_start(t) (the PV warps' work before the work description w is known: prefill
- * fetches its first ids), ws_start() (the PV warps' start: tiles 0 and 1 into buffers 0
- * and 1, each announced by an arrive at KFULL[b]), ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer
- * BUF), ws_ahead(i) (after tile i + 2 is announced: work for later tiles, off the score
- * warps' path), and the score warps' share: ws_score_start() before their first tile and
- * ws_score_ahead(i) after they hand tile i to the PV warps.
+ * it: prefill; decode config 5 spills 8 bytes on sm_90 with it), STAGE_OUT (whether the
+ * epilogue stages rows in k: mla_epilogue_stage), ws_pre_start(t) (the PV warps' work
+ * before w is known: prefill fetches its first ids), ws_start() (the PV warps' start:
+ * tiles 0 and 1 into buffers 0 and 1, each announced by an arrive at KFULL[b]),
+ * ws_refill<BUF>(i) (after PV of tile i: tile i + 2 into buffer BUF), ws_ahead(i) (after
+ * tile i + 2 is announced: work for later tiles, off the score warps' path), and the
+ * score warps' share: ws_score_start() before their first tile and ws_score_ahead(i)
+ * after they hand tile i to the PV warps.
  */
 #ifndef DSV4_ATTENTION_MLA_WS_CUH
 #define DSV4_ATTENTION_MLA_WS_CUH
