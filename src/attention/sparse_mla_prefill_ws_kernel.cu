@@ -1,6 +1,6 @@
 /*
  * Sparse MLA prefill, config 4 (the auto choice): the warp-specialised CTA of mla_ws.cuh
- * (decomposition, handoffs, numerics) over bf16 workspace rows. H200: 29-35% of mma.sync
+ * (decomposition, handoffs, numerics) over bf16 workspace rows. H200: 31-36% of mma.sync
  * against config 2's 22-25% (docs/attention.md, sessions 11 and 15).
  *
  * Producer: the four PV warps are the slice groups of mla_prefill_rows.cuh. Each copies
