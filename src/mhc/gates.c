@@ -48,7 +48,7 @@ static dsv4_status_t setup(const dsv4_mhc_gates_desc_t *d, const dsv4_mhc_gates_
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_split = a->fn_split;
+    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
     p->sqrsum_in = a->sqrsum;
     p->post_out = a->post;
     p->comb_out = a->comb;

@@ -47,7 +47,6 @@ typedef struct mhc_pipe {
     const float *post_in, *comb_in; /* POST only */
     const float *pre_mix;           /* DELAYED collapse; NULL = stream 0 */
     const float *fn, *scale, *base;
-    const uint16_t *fn_split; /* fn's hi / lo split from dsv4_mhc_fn_split [48][K], or NULL */
     const float *sqrsum_in; /* replaces the projection's sq when not NULL */
     const uint16_t *norm_w;
     /* outputs */
@@ -64,7 +63,8 @@ typedef struct mhc_pipe {
     float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
     unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
-                              fn_split, or K0's split in the workspace (mhc_pipe_launch) */
+                              the call's fn_split (set up with the inputs), or NULL and then
+                              K0's split in the workspace (set by mhc_pipe_launch) */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */
@@ -120,7 +120,7 @@ dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
  * whose last element lies past 2^32 - 1 is refused (DSV4_STATUS_UNSUPPORTED). */
 dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p);
 /* Checks the workspace against the plan, then enqueues the small-T kernel, or K0 (unless
- * p->fn_split is given), K1 and K2. */
+ * p->fn_hl is given: the call's fn_split), K1 and K2. */
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream);
 
 /* ---- CPU reference building blocks (gates_ref.c, collapse_ref.c) ----------------------- */

@@ -17,7 +17,7 @@ dsv4_status_t mhc_pipe_args(mhc_args_check_t *c, const mhc_pipe_t *p, const char
     DSV4_TRY(mhc_arg(c, "fn", p->fn, 1, 16, (size_t)(24 * K) * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "scale", p->scale, 1, 4, 3 * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, "base", p->base, 1, 4, 24 * sizeof(float), 0));
-    DSV4_TRY(mhc_arg(c, "fn_split", p->fn_split, 0, 16, MHC_WS_FN_HL_BYTES(K), 0));
+    DSV4_TRY(mhc_arg(c, "fn_split", p->fn_hl, 0, 16, MHC_WS_FN_HL_BYTES(K), 0));
     DSV4_TRY(mhc_arg(c, "sqrsum", p->sqrsum_in, 0, 4, (size_t)T * sizeof(float), 0));
     DSV4_TRY(mhc_arg(c, post_name, p->post_out, 1, 4, (size_t)T * 4 * sizeof(float), 1));
     DSV4_TRY(mhc_arg(c, comb_name, p->comb_out, 1, 4, (size_t)T * 16 * sizeof(float), 1));
@@ -66,9 +66,7 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     DSV4_TRY(mhc_check_tc_offsets(op, p));
     /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
-    if (p->fn_split) {
-        p->fn_hl = p->fn_split;
-    } else {
+    if (!p->fn_hl) {
         uint16_t *hl = (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
         DSV4_TRY(mhc_launch_fn_split(p->fn, hl, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));
         p->fn_hl = hl;

@@ -69,7 +69,7 @@ static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_ar
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_split = a->fn_split;
+    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
     p->norm_w = a->norm_weight;
     p->res_out = a->residual_out;
     p->li = a->layer_input;
