@@ -1,8 +1,12 @@
-// Session 17 probe: can a K1-shaped pass (read R 4 streams + x, write R_new + yb) at T = 512,
-// H = 5120 stream near copy speed if each thread holds 4x the bytes (the register-A sketch)?
-// A: today's shape (32-token blocks, 8 threads per token row, 16 B per stream, next chunk's
-// loads issued before this chunk's stores). B: 128-token blocks, thread = 2 tokens x 32 B per
-// stream (20 loads, then 20 stores). Arithmetic: a few adds per value (not the real post).
+// How fast can a pass shaped like the mHC seam's K1 stream the seam's counted bytes at T = 512,
+// H = 5120 (R and x read, R_new and yb written: 52.4 MB), with no mma and a few integer
+// operations per value? Event-timed like dsv4_bench, L2 flushed (256 MB memset) before
+// each of 40 reps. A: K1's shape (32-token blocks, 8 threads per token row, 16 bytes per
+// stream, the next chunk's loads issued before this chunk's stores). B: 4x the bytes per
+// thread (128-token blocks, 2 tokens x 32 bytes of each stream). H200, CUDA 13 (session
+// 17): plain copy of the same bytes 21.0 us, A 18.4-18.5 us at S = 16-20, B 25-29 us.
+// docs/mhc.md ("How fast can a K1-shaped pass be") uses it to bound the T = 512 seam.
+// Build: nvcc -O3 -arch=sm_90.
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
