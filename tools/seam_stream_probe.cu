@@ -7,6 +7,7 @@
 // 17): plain copy of the same bytes 21.0 us, A 18.4-18.5 us at S = 16-20, B 25-29 us.
 // docs/mhc.md ("How fast can a K1-shaped pass be") uses it to bound the T = 512 seam.
 // Build: nvcc -O3 -arch=sm_90.
+#include <algorithm>
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -61,14 +62,14 @@ int main() {
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     const double bytes = (nR + nx) * 32.0;
     auto time = [&](const char *name, auto launch) {
-        float best[40]; int n = 0;
+        float us[40]; int n = 0;
         for (int rep = 0; rep < 40; ++rep) {
             cudaMemset(fl, rep, 256 << 20);
             cudaEventRecord(e0); launch(); cudaEventRecord(e1); cudaEventSynchronize(e1);
-            float ms; cudaEventElapsedTime(&ms, e0, e1); best[n++] = ms * 1000;
+            float ms; cudaEventElapsedTime(&ms, e0, e1); us[n++] = ms * 1000;
         }
-        for (int i = 0; i < n; ++i) for (int j = i + 1; j < n; ++j) if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
-        printf("%-34s median %7.2f us  p10 %7.2f  -> %6.0f GB/s (%.1f MB)\n", name, best[n / 2], best[n / 10], bytes / best[n / 2] / 1e3, bytes / 1e6);
+        std::sort(us, us + n);
+        printf("%-34s median %7.2f us  p10 %7.2f  -> %6.0f GB/s (%.1f MB)\n", name, us[n / 2], us[n / 10], bytes / us[n / 2] / 1e3, bytes / 1e6);
     };
     time("empty launch", [&] { kcopy<<<1, 32>>>(R, Rn, 0); });
     time("copy same bytes (R+x -> Rn+yb)", [&] { kcopy<<<132 * 8, 256>>>(R, Rn, nR); kcopy<<<132 * 8, 256>>>(x, yb, nx); });
