@@ -48,7 +48,7 @@
  *
  * Numerics: as the engine (bf16 products, fp32 accumulation, lazy reference max, p
  * rounded to bf16 for PV), except that a score is one 512-wide mma chain per
- * accumulator (MLA_WS_QK_CHAINS interleaved chains over the k-steps, added in order at
+ * accumulator (Prod::QK_CHAINS interleaved chains over the k-steps, added in order at
  * the end) instead of four 128-wide slice sums, and l is summed per lane (4 lanes per
  * row) and the 4 lanes' sums added at the end. Deterministic; within the same fp64
  * contract (spec section 6).
@@ -60,7 +60,8 @@
  * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
  * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension), EARLY_Q
  * (whether the score warps load Q before w is known, across the barrier that publishes
- * it: prefill; decode config 5 spills 8 bytes on sm_90 with it), STAGE_OUT (whether the
+ * it: prefill; decode config 5 spills 8 bytes on sm_90 with it), QK_CHAINS (the score
+ * warps' accumulator chains, mla_ws_scores), STAGE_OUT (whether the
  * epilogue stages rows in k: mla_epilogue_stage), ws_pre_start(t) (the PV warps' work
  * before w is known: prefill fetches its first ids), ws_start() (the PV warps' start:
  * tiles 0 and 1 into buffers 0 and 1, each announced by an arrive at KFULL[b]),
@@ -78,11 +79,6 @@
 #include "common/error.h"
 #include "prim/named_barrier.cuh"
 
-/* Interleaved accumulator chains per score fragment (the mma latency is several times
- * its issue interval). 4 spills at the two-CTA register cap. */
-#ifndef MLA_WS_QK_CHAINS
-#define MLA_WS_QK_CHAINS 2
-#endif
 
 /* A warp-specialised CTA's geometry: HC heads, HC / 16 score warps (16 heads x 512 dims
  * each), PVW PV warps (all HC heads x 512 / PVW dims each: the engine's MlaCfg with one
@@ -115,10 +111,14 @@ template <class G> struct MlaWsShared {
 };
 
 /* One score warp's 16 x 16 scores of a tile over all 512 dims: s[nb] = keys 8nb .. 8nb+7,
- * mma accumulator layout (rows g, g + 8; keys 2tq, 2tq + 1). */
+ * mma accumulator layout (rows g, g + 8; keys 2tq, 2tq + 1). NC interleaved accumulator
+ * chains per score fragment over the k-steps (Prod::QK_CHAINS). With Q's 128 registers
+ * at the 168-register cap, ptxas pays for NC = 2's second chain with the ldmatrix
+ * prefetch in decode config 5 (half its k-steps load B right before the mma); NC = 1
+ * keeps two k-steps of B in flight instead, and the step is one dependent mma. */
+template <int NC>
 static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32][4], const uint16_t *kt,
                                                      float (&s)[2][4], int lane) {
-    constexpr int NC = MLA_WS_QK_CHAINS;
     float acc[NC][2][4];
     mla_zero(acc);
 #pragma unroll
@@ -183,7 +183,7 @@ static __device__ __forceinline__ void mla_ws_score_tile(const mla_params_t &p, 
     typedef typename Prod::Geo G;
     dsv4_bar_sync<MLA_WS_BAR_KFULL + BUF>(G::THREADS);
     float s[2][4];
-    mla_ws_scores(qf, &sm.k[BUF][0][0], s, lane);
+    mla_ws_scores<Prod::QK_CHAINS>(qf, &sm.k[BUF][0][0], s, lane);
     if (G::P_SLOTS == 1 && i > 0) dsv4_bar_sync<MLA_WS_BAR_PFREE>(G::THREADS); /* p of tile i - 1 read */
     mla_ws_softmax(s, sm.c, BUF, G::P_SLOTS == 1 ? 0 : BUF, 16 * q, m, l, p.scale, lane);
     dsv4_bar_arrive<MLA_WS_BAR_PREADY + BUF>(G::THREADS);

@@ -44,6 +44,9 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     typedef G Geo;
     typedef typename G::Pv C;
     static constexpr bool SPLITS = true, EARLY_Q = false;
+    /* config 5: one chain, T64 -2.6 %, T384 -3.3 % (session 18 run 1); config 4 spills
+     * 8 bytes on sm_86 / sm_90 with one */
+    static constexpr int QK_CHAINS = G::HC == 64 ? 1 : 2;
     static constexpr int R = AHEAD + 1;
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
     struct WsSmem {

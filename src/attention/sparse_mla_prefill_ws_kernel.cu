@@ -19,6 +19,8 @@ struct MlaPrefillWsProd : MlaPrefillProd {
     typedef MlaWsGeo4 Geo;
     typedef Geo::Pv C;
     static constexpr bool SPLITS = false, EARLY_Q = true;
+    /* one chain: decode config 5 -3 %, prefill +4-7 % (session 18 run 1) */
+    static constexpr int QK_CHAINS = 2;
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
         int ids[C::WD][2][MLA_N] __attribute__((aligned(16))); /* per PV warp, by tile parity */
