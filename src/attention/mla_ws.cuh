@@ -79,7 +79,6 @@
 #include "common/error.h"
 #include "prim/named_barrier.cuh"
 
-
 /* A warp-specialised CTA's geometry: HC heads, HC / 16 score warps (16 heads x 512 dims
  * each), PVW PV warps (all HC heads x 512 / PVW dims each: the engine's MlaCfg with one
  * warp per slice group), P p slots (2: by tile parity; 1: the score warps wait at PFREE
