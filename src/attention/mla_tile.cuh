@@ -101,6 +101,7 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
     static constexpr int GT = 32 * WH;       /* threads of a slice group     */
     static constexpr int TPG = GT / N;       /* its producer threads per key row */
+    static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: config 5's four spill */
     static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
     static_assert(LPR >= 1 && LPR <= 32 && (LPR & (LPR - 1)) == 0, "softmax rows must sit inside a warp");
     static_assert(KPL >= 2 && KPL % 2 == 0 && KPL * LPR == N, "softmax lanes store bf16 pairs");
@@ -392,15 +393,16 @@ template <class C> static __device__ __forceinline__ int mla_epilogue_hw() {
     return (mla_opaque_tid() >> 5) / C::WD * 16 * C::MT;
 }
 
-/* Where a warp's epilogue stages its bf16 rows (mla_epilogue): rows hw .. hw + 16 MT - 1
- * of the two K tiles (k[2][MLA_N][MLA_KSTR], 32 consecutive rows), at its own dims, for
- * producers whose tiles have that shape (Prod::STAGE_OUT: prefill); NULL otherwise.
+/* Where a warp's epilogue stages its bf16 rows (mla_epilogue, a batch of up to 2 m-blocks
+ * = 32 rows at a time): rows hw .. of the two K tiles (k[2][MLA_N][MLA_KSTR], 32
+ * consecutive rows), at its own dims, for producers whose tiles have that shape
+ * (Prod::STAGE_OUT: prefill, decode configs 4 and 5); NULL otherwise.
  * Called after the last reads of the tiles by other warps (a barrier before the
  * epilogue); the warp's own reads are ordered by the epilogue's __syncwarp. */
 template <class Prod, class C, class Smem>
 static __device__ __forceinline__ uint16_t *mla_epilogue_stage(Smem &sm, int hw, int dim0) {
     if constexpr (Prod::STAGE_OUT) {
-        static_assert(C::HC <= 2 * MLA_N, "a CTA's rows fit the two K tiles");
+        static_assert(C::WH * 16 * C::EPI_MB <= 2 * MLA_N, "a batch of every warp's rows fits the two K tiles");
         return &sm.k[0][0][0] + hw * MLA_KSTR + dim0;
     } else {
         return NULL;
@@ -431,7 +433,7 @@ static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_pa
  * (mla_epilogue_stage), through shared memory as 16-byte chunks (512 contiguous bytes
  * per instruction; out and both its strides are 16-byte multiples, checked by the API):
  * on the H200 prefill's 4-byte stores cost 6.5% (a timing build without them, session
- * 16), and staging took back 1-2%. */
+ * 16), and staging took back 1-2%; decode configs 4 and 5 2-3% at T384 (session 18). */
 template <class C, bool FLAGS>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const float *row_m, const float *row_l,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4],
@@ -461,7 +463,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
          * warp-uniform choice for all of them, so that the rows' dependent chains (shared
          * loads, exp, reciprocal, window checks) overlap instead of each running between
          * the previous row's stores and its own (two m-blocks of rows at a time). */
-        constexpr int MB = C::MT < 2 ? C::MT : 2; /* m-blocks per batch: config 5's four spill */
+        constexpr int MB = C::EPI_MB;
         if (stage) __syncwarp();                  /* the warp's last ldmatrix of the area */
 #pragma unroll
         for (int mb = 0; mb < C::MT; mb += MB) {
@@ -487,7 +489,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const int mt = mb + j, row = row0 + 16 * mt + 8 * half;
-                    uint16_t *dst = stage ? stage + (16 * mt + 8 * half + g) * MLA_KSTR + 2 * tq
+                    uint16_t *dst = stage ? stage + (16 * j + 8 * half + g) * MLA_KSTR + 2 * tq
                                           : p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh +
                                                 dim0 + 2 * tq;
                     const mla_final &fr = f[j][half];
@@ -504,19 +506,21 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                                                                            mla_final_apply(fr, o[mt][nb][2 * half + 1]));
                     }
                 }
-        }
-        if (stage) { /* 16-byte chunks: CPR per row slice, RPI rows per warp instruction */
-            constexpr int CPR = C::DW / 8, RPI = 32 / CPR;
-            static_assert(RPI * CPR == 32 && (16 * C::MT) % RPI == 0, "whole rows per instruction");
-            __syncwarp();
-            const int lane = tid & 31, c = lane % CPR;
+            if (stage) { /* the batch's rows: 16-byte chunks, CPR per row slice, RPI rows per warp instruction */
+                constexpr int CPR = C::DW / 8, RPI = 32 / CPR;
+                static_assert(RPI * CPR == 32 && (16 * MB) % RPI == 0, "whole rows per instruction");
+                __syncwarp();
+                const int lane = tid & 31, c = lane % CPR;
 #pragma unroll
-            for (int r = lane / CPR; r < 16 * C::MT; r += RPI) {
-                uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + r) * p.o_sh + dim0 + 8 * c;
-                const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
-                /* evict-first: the kernel never reads out back, L2 is for the K rows (0-0.7%,
-                 * session 16 run 5) */
-                __stcs((uint4 *)dst, v);
+                for (int r = lane / CPR; r < 16 * MB; r += RPI) {
+                    uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + 16 * mb + r) * p.o_sh +
+                                    dim0 + 8 * c;
+                    const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
+                    /* evict-first: the kernel never reads out back, L2 is for the K rows (0-0.7%,
+                     * session 16 run 5) */
+                    __stcs((uint4 *)dst, v);
+                }
+                if (mb + MB < C::MT) __syncwarp(); /* read before the next batch is staged */
             }
         }
     }

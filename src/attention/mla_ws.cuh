@@ -42,7 +42,8 @@
  * memcheck and synccheck run these kernels.
  *
  * One (token, split, head group) per CTA, head group fastest. Partials of a split are
- * merged by the second-launch merge (no merge CTAs in this launch). A persistent version
+ * merged by the second-launch merge (no merge CTAs in this launch; a merge by the last
+ * split's CTA measured slower, docs/attention.md session 18). A persistent version
  * (each CTA walking items c, c + G, ... with its copies running ahead across item
  * boundaries) was 9-11% slower for prefill (session 11 run 4).
  *
@@ -234,6 +235,41 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Sme
     }
 }
 
+/* A decode CTA's raw partials (acc, m, l: attention.h's workspace layout) through the
+ * K tiles (free after FINAL): each PV warp stages its dims of 16 rows at a time (rows
+ * 2080 bytes apart: conflict-free float2 stores) and writes them as 16-byte chunks, 512
+ * contiguous bytes per warp instruction, instead of the engine epilogue's 8-byte stores
+ * that touch 8 rows per instruction (T64 H64 merge launch route 49.5 -> 47.9 us, sessions
+ * 18 run 3 and 19 run 1). Warp-local: each warp reads back only its own dims. */
+template <class C, class Smem>
+static __device__ __forceinline__ void mla_ws_store_partials(const mla_params_t &p, Smem &sm, const MlaWork &w,
+                                                             const float (&o)[C::MT][C::NBO][4]) {
+    const int tid = mla_opaque_tid(), lane = tid & 31, g = lane >> 2, tq = lane & 3, dim0 = (tid >> 5) * C::DW;
+    const int64_t row0 = ((int64_t)w.t * p.num_splits + w.split) * p.num_heads + w.head_cta;
+    if (tid < C::HC) {
+        p.part_m[row0 + tid] = sm.c.m[tid];
+        p.part_l[row0 + tid] = sm.c.l[tid];
+    }
+    constexpr int RS = 520, CPR = C::DW / 4, RPI = 32 / CPR; /* floats per staged row; chunks */
+    static_assert(16 * RS * 4 <= (int)sizeof(sm.k) && RPI * CPR == 32, "16 rows fit the K tiles");
+    float *stg = (float *)&sm.k[0][0][0] + dim0;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+        __syncwarp(); /* the previous block's reads */
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int nb = 0; nb < C::NBO; ++nb)
+                *(float2 *)(stg + (8 * half + g) * RS + 8 * nb + 2 * tq) =
+                    make_float2(o[mt][nb][2 * half], o[mt][nb][2 * half + 1]);
+        __syncwarp();
+#pragma unroll
+        for (int r = lane / CPR; r < 16; r += RPI)
+            *(float4 *)(p.part_acc + (row0 + 16 * mt + r) * 512 + dim0 + 4 * (lane % CPR)) =
+                *(const float4 *)(stg + r * RS + 4 * (lane % CPR));
+    }
+}
+
 /* PV warp wd: dims wd * 512 / PVW .. of all HC heads, and slice group wd of the producer. */
 template <class Prod, class Smem>
 static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Smem &sm, const MlaWork &w, int wd,
@@ -249,6 +285,12 @@ static __device__ __forceinline__ void mla_ws_pv_warp(const mla_params_t &p, Sme
     }
     const MlaEpiSinks<C> sinks = mla_epilogue_sinks<C>(p, w.head_cta);
     dsv4_bar_sync<MLA_WS_BAR_FINAL>(Prod::Geo::THREADS);
+    if constexpr (Prod::SPLITS) {
+        if (p.part_acc) {
+            mla_ws_store_partials<C>(p, sm, w, o);
+            return;
+        }
+    }
     mla_epilogue<C, false>(p, sm.c.m, sm.c.l, w, o, sinks, mla_epilogue_stage<Prod, C>(sm, 0, wd * C::DW));
 }
 

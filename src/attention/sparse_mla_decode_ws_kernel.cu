@@ -47,6 +47,9 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     /* config 5: one chain, T64 -2.6 %, T384 -3.3 % (session 18 run 1); config 4 spills
      * 8 bytes on sm_86 / sm_90 with one */
     static constexpr int QK_CHAINS = G::HC == 64 ? 1 : 2;
+    /* the output leaves through the two bf16 K tiles (mla_epilogue_stage), free after
+     * FINAL: T384 -2.9 % (config 4), -4.4 % (config 5), session 19 run 1 */
+    static constexpr bool STAGE_OUT = true;
     static constexpr int R = AHEAD + 1;
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
     struct WsSmem {
