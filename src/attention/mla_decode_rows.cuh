@@ -14,9 +14,9 @@
  * them (one 4-byte cp.async per row into the group's own word). Invalid slots (outside
  * [0, num_pages*P) of their own cache, padding, past the split) are zero-filled with a
  * neutral scale and flagged. The record addresses are converted once per CTA, AHEAD
- * tiles before their tile, and the record's lines and scale line prefetched into L2
- * then (mla_tile.cuh's row sources): the slots are random, so nearly every record is a
- * DRAM read. After the slice lands the group dequantizes it into a bf16 K tile, once
+ * tiles before their tile (mla_tile.cuh's row sources; only the start prefetches the
+ * record's lines and scale line into L2): the slots are random, so nearly every record
+ * is a DRAM read. After the slice lands the group dequantizes it into a bf16 K tile, once
  * per CTA for all its heads: per 16 codes one UE8M0 scale decoded by shift
  * (prim/fp8.cuh, exact); NaN lanes (codes 0x7F/0xFF, NaN RoPE values, 0 * inf at enc
  * 255) read as 0 as upstream (NaN codes are zeroed before decoding, the rest scrubbed
@@ -49,8 +49,7 @@ static __device__ __forceinline__ uint32_t mla_zero_nan_codes(uint32_t w) {
 }
 
 struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
-    /* Rows are converted (and prefetched into L2) this many tiles before they are
-     * computed: the slots are random, so nearly every record is a DRAM read. */
+    /* Rows are converted this many tiles before they are computed. */
     static constexpr int AHEAD = MLA_AHEAD_DECODE;
     static constexpr bool MERGE_CTAS = true; /* plan.merge == 2 appends them */
     static constexpr bool STAGE_OUT = false; /* one bf16 tile: too few rows to stage a CTA's output */

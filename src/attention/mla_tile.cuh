@@ -26,8 +26,8 @@
  *   CTA, not once per slice group. Converter lanes (RPW = 16 / NW per warp, one row each)
  *   fetch the ids of tile k by cp.async, convert them AH tiles ahead of the tile's
  *   computation (validity, the record and scale addresses; Prod::convert), store the
- *   result in a ring of AH + 1 slots in shared memory and prefetch the row's lines into
- *   L2; every slice group then issues its cp.async from the slot. A slot written in [A]
+ *   result in a ring of AH + 1 slots in shared memory (the start also prefetches tiles
+ *   2 .. AH - 1 into L2); every slice group then issues its cp.async from the slot. A slot written in [A]
  *   of tile k - AH is read in [A] of tile k - 1 (AH >= 2: barriers [B], [C] lie between)
  *   and rewritten in [A] of tile k + 1, after barrier [B] of tile k.
  *   prefill (session 10): an address is one multiply-add, cheaper than a ring slot's
@@ -554,8 +554,8 @@ static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, co
 }
 
 /* Row sources converted once per CTA into a ring of AHEAD + 1 slots ("Row sources" at
- * the top; decode, whose slot -> record math and L2 prefetch are worth doing once per
- * CTA, not once per slice group). Prod provides AHEAD, convert() and issue<C, FLAGS>()
+ * the top; decode, whose slot -> record math is worth doing once per CTA, not once per
+ * slice group). Prod provides AHEAD, convert() and issue<C, FLAGS>()
  * (slice group wd's cp.async of a ring slot into buffer `buf`; with FLAGS group 0 also
  * sets meta[buf]); its Smem the ring `src` and `ids[2][N]`. convert_first() converts
  * tiles 0 .. AH-1 (their ids by plain loads: nothing is in flight yet); convert_next(k)
@@ -581,12 +581,15 @@ template <class Prod> struct MlaRingRows {
             if (j < ntiles) mla_convert_row<C, Prod>(p, w, j, crow, id[j], sm, j, j >= 2);
     }
 
-    /* Row `row` of tile k from its ids (landed with the caller's cp.async wait), with
-     * the L2 prefetch; then the ids of tile k + 1 by cp.async. */
+    /* Row `row` of tile k from its ids (landed with the caller's cp.async wait); then
+     * the ids of tile k + 1 by cp.async. No L2 prefetch here: the tile's own cp.async,
+     * issued a tile ahead, hides its DRAM latency, and the 7 prefetches per row cost the
+     * converter lanes more than they saved (H200, session 19 run 4: T384 H64 config 4
+     * -3.4 %, config 5 -1.7 %, config 2 -1.4 %, T64 -0.8 %, T1 unchanged). */
     template <class C, class Smem>
     static __device__ __forceinline__ void convert_next(const mla_params_t &p, const MlaWork &w, Smem &sm, int k,
                                                         int row) {
-        mla_convert_row<C, Prod>(p, w, k, row, sm.ids[k & 1][row], sm, k % (Prod::AHEAD + 1), true);
+        mla_convert_row<C, Prod>(p, w, k, row, sm.ids[k & 1][row], sm, k % (Prod::AHEAD + 1), false);
         mla_key_id_async(p, w, (k + 1) * C::N + row, &sm.ids[(k + 1) & 1][row]);
     }
 

@@ -16,7 +16,7 @@
  *
  * Row sources (the ring of mla_tile.cuh): tiles 0 .. AHEAD - 1 are converted by the PV
  * warps at the start. Tile k >= AHEAD is converted in iteration k - AHEAD by the score
- * warps, with the record's lines prefetched into L2 and the ids of tile k + 1 fetched,
+ * warps, with the ids of tile k + 1 fetched (no L2 prefetch: mla_tile.cuh's convert_next),
  * after their PREADY arrive of that iteration and before the next: on the PV warps (after
  * step 3) that work sat on every PV warp's per-tile path, a few lanes of each (config 4
  * 55.0 against 53.6 us, config 5 51.0-51.6 against 49.8-50.0 us at T64 H64, session 12
