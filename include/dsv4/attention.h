@@ -57,6 +57,8 @@
  *   5  decode only: 64 heads per CTA, 12 warps in the same two roles (4 score warps,
  *      8 PV warps of 64 heads x 64 dims), one CTA per SM; a second-launch merge too;
  *      prefill -> DSV4_STATUS_UNSUPPORTED
+ *   6  decode only: 16 heads per CTA, 8 warps (each: 16 heads x 64 dims); prefill ->
+ *      DSV4_STATUS_UNSUPPORTED
  * All use tiles of 16 keys and at most 48 KB of shared memory per CTA.
  */
 #ifndef DSV4_ATTENTION_H
@@ -75,7 +77,7 @@ extern "C" {
 #define DSV4_MLA_RECORD_BYTES 584   /* fp8_ds_mla bytes per slot (kv-cache.md sec. 2)  */
 #define DSV4_MLA_DEFAULT_SCALE 0.044194173824159216f /* 512^-0.5, fp32 0x3D3504F3 */
 #define DSV4_MLA_MAX_SPLITS 32
-#define DSV4_MLA_NUM_CONFIGS 5
+#define DSV4_MLA_NUM_CONFIGS 6
 
 /* ================================================================================== */
 /* Sparse MLA decode over paged fp8_ds_mla caches                                      */
@@ -177,8 +179,8 @@ typedef struct dsv4_sparse_mla_plan {
  * have the fewest 16-key tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) /
  * 16): more splits than that only add merge work.
  *
- * Auto config (config = 0): 1 when T <= 4 or 32 does not divide H; otherwise 2 when
- * T < 16, else 5 when 64 divides H, else 4.
+ * Auto config (config = 0): 6 when T <= 8; otherwise 1 when 32 does not divide H, 2
+ * when T < 16, 5 when 64 divides H, else 4.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);

@@ -97,13 +97,17 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int KS = DW / 16;       /* QK k-steps per warp          */
     static constexpr int NBO = DW / 8;       /* O n-blocks per warp          */
     static constexpr int NBS = N / 8;        /* score n-blocks (keys)        */
-    static constexpr int LPR = THREADS / HC; /* softmax lanes per head row   */
+    /* softmax lanes per head row: all threads, at most N / 2 (a lane stores bf16 pairs);
+     * config 6's 256 threads for 16 rows leave warps 4-7 out of the softmax */
+    static constexpr int LPR = THREADS / HC < N / 2 ? THREADS / HC : N / 2;
     static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
+    static constexpr int SMAX_THREADS = HC * LPR;
     static constexpr int GT = 32 * WH;       /* threads of a slice group     */
     static constexpr int TPG = GT / N;       /* its producer threads per key row */
     static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: config 5's four spill */
     static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
     static_assert(LPR >= 1 && LPR <= 32 && (LPR & (LPR - 1)) == 0, "softmax rows must sit inside a warp");
+    static_assert(SMAX_THREADS % 32 == 0, "whole warps take part in the softmax or stay out");
     static_assert(KPL >= 2 && KPL % 2 == 0 && KPL * LPR == N, "softmax lanes store bf16 pairs");
     static_assert(TPG * N == GT, "a slice group's producer threads must cover the tile rows");
     static_assert(NBS % 2 == 0 && NBO % 2 == 0, "ldmatrix x4 loads two n-blocks");
@@ -300,6 +304,7 @@ template <class C>
 static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, int buf, float scale) {
     /* The running m, l of the row live in sm.m / sm.l (registers are scarce); the
      * row's lanes read them first and lane k0 == 0 writes them back after a __syncwarp. */
+    if (C::SMAX_THREADS < C::THREADS && (int)threadIdx.x >= C::SMAX_THREADS) return; /* whole warps */
     const int row = threadIdx.x / C::LPR, k0 = (threadIdx.x % C::LPR) * C::KPL;
     const float m_run = sm.m[row], l_run = sm.l[row];
     float s[C::KPL];
@@ -532,13 +537,14 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 
 /* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows
  * j * R .. j * R + R - 1 of the T x H (token, head) rows, R = THREADS / 128, 128
- * threads each (mla_merge.cuh). */
+ * threads each (mla_merge.cuh). Splits in flight: all 32 in configs 1 and 2, 8 in the
+ * 8-warp configs 3 and 6 (in config 6, 16 or 24 measured the same: session 20 run 2). */
 template <class C> static __device__ __forceinline__ void mla_merge_cta(const mla_params_t &p) {
     constexpr int R = C::THREADS / MLA_MERGE_THREADS;
+    constexpr int B = C::NW <= 4 ? 32 : 8;
     static_assert(R * MLA_MERGE_THREADS == C::THREADS, "whole merge rows per CTA");
     const int row = ((int)blockIdx.x - p.attn_ctas) * R + (int)threadIdx.x / MLA_MERGE_THREADS;
-    mla_merge_row<true, (C::NW > 4 ? 8 : 32)>(p, row / p.num_heads, row % p.num_heads,
-                                             (int)threadIdx.x % MLA_MERGE_THREADS);
+    mla_merge_row<true, B>(p, row / p.num_heads, row % p.num_heads, (int)threadIdx.x % MLA_MERGE_THREADS);
 }
 
 /* A converter lane's row: key k*16 + row of the walk, id `id`, into ring slot `slot`.
@@ -643,7 +649,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         if (tid == 0)
             w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
     }
-    if (C::NW <= 4) /* the 8-warp config spills with it (128-register cap) */
+    if (C::NW <= 4 || C::WD > 4) /* config 3 (8 warps of 16 x 128) spills with it (128-register cap) */
         mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
     /* Q slice as A fragments, loaded before the barrier (independent of the lists). */
     uint32_t qf[C::MT][C::KS][4];
@@ -689,11 +695,13 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
 
 /* The configs of the API (include/dsv4/attention.h), as kernel template arguments:
  * X(id, HC, MT, WD, min CTAs per SM for __launch_bounds__: caps registers at
- * 65536 / (threads * min)). */
+ * 65536 / (threads * min)); decode has config 6 too (its slice table knows 8 slices,
+ * prefill's producer only 4). */
 #define MLA_FOR_EACH_CONFIG(X) \
     X(1, 16, 1, 4, 3)          \
     X(2, 32, 2, 4, 1)          \
     X(3, 32, 1, 4, 2)
+#define MLA_FOR_EACH_DECODE_ONLY_CONFIG(X) X(6, 16, 1, 8, 2)
 
 /* One kernel per (config, producer); Bind<C> is the producer bound to a config. */
 template <int HC, int MT, int WD, int MINB, template <class> class Bind>
@@ -702,7 +710,7 @@ __global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attenti
 }
 
 /* Launch the kernel of `config` for producer Bind through the shared-memory gate. */
-template <template <class> class Bind>
+template <template <class> class Bind, bool DECODE>
 static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas,
                                 dsv4_stream_t stream) {
 #define MLA_LAUNCH_CONFIG(id, hc, mt, wd, minb)                                                        \
@@ -715,6 +723,9 @@ static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *
         return dsv4_launch_status(op);                                                                 \
     }
     MLA_FOR_EACH_CONFIG(MLA_LAUNCH_CONFIG)
+    if constexpr (DECODE) {
+        MLA_FOR_EACH_DECODE_ONLY_CONFIG(MLA_LAUNCH_CONFIG)
+    }
 #undef MLA_LAUNCH_CONFIG
     return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
 }

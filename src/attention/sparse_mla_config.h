@@ -45,16 +45,20 @@
 #define MLA_RESCALE_SLACK 8.0f
 #endif
 
-/* Config table: id -> HC, MT, WD for the engine's configs 1-3 (keep in sync with the
- * kernel instantiations); configs 4 and 5 are the warp-specialised CTA (mla_ws.cuh):
+/* Config table: id -> HC, MT, WD for the engine's configs 1-3 and 6 (keep in sync with
+ * the kernel instantiations); configs 4 and 5 are the warp-specialised CTA (mla_ws.cuh):
  * config 4 has 32 heads, 2 score + 4 PV warps, two CTAs per SM (prefill and decode);
- * config 5 has 64 heads, 4 score + 8 PV warps, one CTA per SM (decode only). */
+ * config 5 has 64 heads, 4 score + 8 PV warps, one CTA per SM (decode only). Config 6
+ * (decode only) is config 1 with 8 dim slices of 64: half of each warp's per-tile chain
+ * (QK, PV, dequantize) for the latency-bound few-token case. */
 #define MLA_CFG_WS 4
 #define MLA_CFG_WS64 5
+#define MLA_CFG_SLICE8 6
+#define MLA_CFG_DECODE_ONLY(id) ((id) == MLA_CFG_WS64 || (id) == MLA_CFG_SLICE8)
 #define MLA_WS_PV_WARPS 4
-#define MLA_CFG_HC(id) ((id) == 1 ? 16 : (id) == MLA_CFG_WS64 ? 64 : 32)
+#define MLA_CFG_HC(id) ((id) == 1 || (id) == MLA_CFG_SLICE8 ? 16 : (id) == MLA_CFG_WS64 ? 64 : 32)
 #define MLA_CFG_MT(id) ((id) == 2 ? 2 : 1)
-#define MLA_CFG_WD(id) 4
+#define MLA_CFG_WD(id) ((id) == MLA_CFG_SLICE8 ? 8 : 4)
 #define MLA_CFG_WARPS(id)                                           \
     ((id) == MLA_CFG_WS     ? MLA_WS_PV_WARPS + 2                   \
      : (id) == MLA_CFG_WS64 ? 12                                    \
@@ -86,6 +90,7 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode config 6");
 
 /* The split merge (mla_merge.cuh): threads per (token, head) row, 4 dims each. Merge
  * CTAs appended to an attention launch of W warps take W * 32 / MLA_MERGE_THREADS rows. */
@@ -95,14 +100,17 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3"
  * per SM (the split policy's wave is MLA_CFG_CTAS_PER_SM of the config). */
 #define MLA_TARGET_CTAS_PER_SM 2
 
-/* Auto config: decode with few tokens uses 16 heads per CTA (more CTAs, lower latency);
- * otherwise 32 heads per CTA with 32-head warps (half the shared-memory traffic per
- * FLOP) whenever 32 divides H. Tuned by the benchmark sweep (docs/attention.md). */
-#define MLA_DECODE_SMALL_T 4
-/* From this many decode tokens on, the warp-specialised configs: 5 when 64 | H, else 4
- * (32 | H). H200, session 12: T = 64, H = 64: config 2 64 us, 4 53 us, 5 50 us; T = 384:
- * 299 / 244 / 215 us; at T = 8, H = 32 config 2 with its merge CTAs in the same launch is
- * as fast as config 4 (20.7 us against 20.6-21.3). */
+/* Auto decode config (docs/attention.md, "Session 20"): up to MLA_DECODE_SLICE8_MAX_T
+ * tokens config 6 (16 heads, 8 dim slices: the most CTAs, the shortest per-warp chains;
+ * H200, session 20: T = 8, H = 32 19.2-19.4 us against config 2's 20.6-21.0, T = 4 / 8 at
+ * H = 64 2-4 % faster than configs 1 / 2, T = 1 the same as config 1; at T = 16, H = 64
+ * 33 us against config 5's 26: every 16-head CTA dequantizes its rows again). Then,
+ * when 32 | H, config 2 below MLA_DECODE_WS_MIN_T and the warp-specialised configs from
+ * it on (5 when 64 | H, else 4), else config 1. H200, session 12: T = 64, H = 64: config
+ * 2 64 us, 4 53 us, 5 50 us; T = 384: 299 / 244 / 215 us. */
+#ifndef MLA_DECODE_SLICE8_MAX_T
+#define MLA_DECODE_SLICE8_MAX_T 8
+#endif
 #ifndef MLA_DECODE_WS_MIN_T
 #define MLA_DECODE_WS_MIN_T 16
 #endif

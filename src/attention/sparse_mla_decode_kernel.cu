@@ -22,7 +22,7 @@ template <class C> struct MlaDecodeBind : MlaDecodeProd {
 };
 
 extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    return mla_launch<MlaDecodeBind>("sparse_mla_decode", config, p, ctas, stream);
+    return mla_launch<MlaDecodeBind, true>("sparse_mla_decode", config, p, ctas, stream);
 }
 
 /* ---- merge (mla_merge.cuh): the second-launch form, one CTA per (token, head) ------- */

@@ -21,5 +21,5 @@ template <class C> struct MlaPrefillBind : MlaPrefillProd {
 };
 
 extern "C" dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    return mla_launch<MlaPrefillBind>("sparse_mla_prefill", config, p, ctas, stream);
+    return mla_launch<MlaPrefillBind, false>("sparse_mla_prefill", config, p, ctas, stream);
 }

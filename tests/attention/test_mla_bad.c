@@ -53,7 +53,7 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 14: c->d.has_extra = 2, *field = "has_extra"; return 1;
     case 15: c->d.num_splits = 33, *field = "num_splits"; return 1;
     case 16: c->d.num_splits = -1, *field = "num_splits"; return 1;
-    case 17: c->d.config = 6, *field = "config"; return 1;
+    case 17: c->d.config = 7, *field = "config"; return 1;
     case 18: c->d.num_heads = 48, c->d.config = 2, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
     case 19: c->d.scale = 1.0f / 0.0f, *field = "scale"; return 1;
     case 20: c->d.force_merge = -1, *field = "force_merge"; return 1;
@@ -106,9 +106,10 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 18: c->a.out = (void *)MIS(c->a.out), *want = DSV4_STATUS_MISALIGNED, *field = "out"; return 1;
     case 19: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 20: c->d.scale = 0.0f / 0.0f, *field = "scale"; return 1;
-    case 21: c->d.config = 6, *field = "config"; return 1;
+    case 21: c->d.config = 7, *field = "config"; return 1;
     case 22: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
     case 23: c->d.num_heads = 64, c->d.config = 5, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 24: c->d.num_heads = 64, c->d.config = 6, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
     default: return 0;
     }
 }

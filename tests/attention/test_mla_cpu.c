@@ -245,12 +245,24 @@ static void test_plan(th_ctx_t *t) {
         {64, 64, 128, 512, 132, 0, 0, 2, 2, 2, 1},
         /* T = 64, 96 heads: 64 does not divide H -> config 4; 192 units fill the SMs */
         {64, 96, 128, 512, 132, 0, 0, 0, 4, 1, 0},
-        /* T = 1: 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21 (7 + 25 keys) on;
-         * S = 20 would leave a third tile of one key (7 + 26); 64 merge CTAs appended */
-        {1, 64, 128, 512, 132, 0, 0, 0, 1, 21, 2},
-        /* T = 8, 32 heads: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
+        /* T = 1: config 6 (T < 16), 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21
+         * (7 + 25 keys) on; S = 20 would leave a third tile of one key (7 + 26); 32 merge
+         * CTAs (two rows each: 8 warps) appended */
+        {1, 64, 128, 512, 132, 0, 0, 0, 6, 21, 2},
+        /* the same with config 1: 64 merge CTAs of one row */
+        {1, 64, 128, 512, 132, 0, 0, 1, 1, 21, 2},
+        /* T = 8, 32 heads, config 6: 2 groups of 16 -> units 16, S <= 264 / 16 = 16: 3
+         * tiles from S = 14 (10 + 37 keys) on; 128 merge CTAs appended */
+        {8, 32, 128, 512, 132, 0, 0, 0, 6, 14, 2},
+        /* config 2 there: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
          * CTAs <= 264: appended */
-        {8, 32, 128, 512, 132, 0, 0, 0, 2, 21, 2},
+        {8, 32, 128, 512, 132, 0, 0, 2, 2, 21, 2},
+        /* the last token count of config 6, then config 2 (32 | H) or 1, then from T = 16
+         * the warp-specialised ones */
+        {8, 64, 128, 512, 132, 0, 0, 0, 6, 8, 2},
+        {9, 64, 128, 512, 132, 0, 0, 0, 2, 14, 1},
+        {9, 48, 128, 512, 132, 0, 0, 0, 1, 8, 1},
+        {16, 64, 128, 512, 132, 0, 0, 0, 5, 8, 1},
         /* config 3 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
         {4, 64, 128, 512, 132, 0, 0, 3, 3, 21, 2},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
@@ -258,7 +270,7 @@ static void test_plan(th_ctx_t *t) {
         /* config 5 at T = 1, 128 heads: 2 units of one CTA per SM, S <= 32 -> 21 */
         {1, 128, 128, 512, 132, 0, 0, 5, 5, 21, 1},
         /* SWA-only, 128 keys: S <= min(floor(216/2), 32); one tile from S = 8 (16 keys) */
-        {2, 16, 128, 0, 108, 0, 0, 0, 1, 8, 2},
+        {2, 16, 128, 0, 108, 0, 0, 0, 6, 8, 2},
         /* H = 48 cannot use 32-head CTAs; 100 x 3 groups of 16 fill 132 SMs -> S = 1 */
         {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
         /* forced */

@@ -27,7 +27,7 @@ typedef struct {
  * both sides). memcheck and synccheck run it. */
 static int racecheck_skips(int planned_config) {
     static int said;
-    if (planned_config < 4 || !getenv("DSV4_RACECHECK")) return 0;
+    if (!MLA_CFG_IS_WS(planned_config) || !getenv("DSV4_RACECHECK")) return 0;
     if (!said++) printf("  note: racecheck run: configs 4 and 5 left out (bar.arrive handoffs, see test_mla_gpu.c)\n");
     return 1;
 }
@@ -71,7 +71,8 @@ static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_
     mla_decode_free(&d);
 }
 
-static const run_opts_t all_configs[] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}, {5, 0, 0}};
+static const run_opts_t all_configs[] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0},
+                                         {4, 0, 0}, {5, 0, 0}, {6, 0, 0}};
 
 void test_gpu_decode_random(th_ctx_t *t) {
     /* T, H, main(width, P, pages), extra(width, P, pages), lens, sink, q_scale, dups, nan, pad */
@@ -101,7 +102,8 @@ void test_gpu_decode_edges(th_ctx_t *t) {
         /* Everything duplicated a lot, window shorter than W. */
         {4, 16, 37, 32, 2, 100, 64, 2, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0},
     };
-    const run_opts_t opts[] = {{0, 1, 0}, {0, 4, 0}, {1, 3, 0}, {2, 1, 1}, {4, 3, 0}, {4, 1, 1}, {5, 3, 0}, {5, 1, 1}};
+    const run_opts_t opts[] = {{0, 1, 0}, {0, 4, 0}, {1, 3, 0}, {2, 1, 1}, {4, 3, 0},
+                               {4, 1, 1}, {5, 3, 0}, {5, 1, 1}, {6, 3, 0}, {6, 1, 1}};
     for (int i = 0; i < TH_COUNT(cases); ++i) decode_case(t, &cases[i], opts, TH_COUNT(opts), 0);
 }
 
@@ -109,7 +111,7 @@ void test_gpu_decode_splits(th_ctx_t *t) {
     const mla_decode_case_t c = {3, 64, 128, 32, 24, 512, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
     const run_opts_t opts[] = {{0, 1, 0}, {0, 2, 0}, {0, 4, 0},  {0, 16, 0}, {0, 32, 0},
                                {1, 16, 0}, {3, 2, 0}, {2, 16, 0}, {1, 1, 1}, {4, 2, 0}, {4, 16, 0},
-                               {5, 2, 0},  {5, 16, 0}};
+                               {5, 2, 0},  {5, 16, 0}, {6, 2, 0}, {6, 16, 0}};
     decode_case(t, &c, opts, TH_COUNT(opts), 0);
 }
 
@@ -219,14 +221,14 @@ void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
         mla_decode_upload(&d, &g);
         const size_t n = (size_t)c->T * c->H * 512;
         uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
-        for (int cfg = 1; cfg <= 5; ++cfg) {
+        for (int cfg = 1; cfg <= DSV4_MLA_NUM_CONFIGS; ++cfg) {
             if (c->H % MLA_CFG_HC(cfg) || racecheck_skips(cfg)) continue;
             dsv4_sparse_mla_decode_desc_t desc = d.desc;
             desc.config = cfg;
             desc.num_splits = 1;
             mla_decode_gpu(t, &d, &g, &desc, a, NULL, NULL);
             desc.force_merge = 1;
-            for (int route = 1; route <= (cfg >= 4 ? 1 : 2); ++route) { /* configs 4, 5: no merge CTAs */
+            for (int route = 1; route <= (MLA_CFG_IS_WS(cfg) ? 1 : 2); ++route) { /* configs 4, 5: no merge CTAs */
                 desc.sm_count = route == 2 ? 1 << 16 : 1;
                 dsv4_sparse_mla_plan_t p;
                 TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
