@@ -179,8 +179,8 @@ typedef struct dsv4_sparse_mla_plan {
  * have the fewest 16-key tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) /
  * 16): more splits than that only add merge work.
  *
- * Auto config (config = 0): 6 when T <= 8; otherwise 1 when 32 does not divide H, 2
- * when T < 16, 5 when 64 divides H, else 4.
+ * Auto config (config = 0): 5 when 64 divides H and T >= 8; otherwise 6 when T <= 8,
+ * 1 when 32 does not divide H, 2 when T < 16, else 4.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);

@@ -100,16 +100,21 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode config 6");
  * per SM (the split policy's wave is MLA_CFG_CTAS_PER_SM of the config). */
 #define MLA_TARGET_CTAS_PER_SM 2
 
-/* Auto decode config (docs/attention.md, "Session 20"): up to MLA_DECODE_SLICE8_MAX_T
- * tokens config 6 (16 heads, 8 dim slices: the most CTAs, the shortest per-warp chains;
- * H200, session 20: T = 8, H = 32 19.2-19.4 us against config 2's 20.6-21.0, T = 4 / 8 at
- * H = 64 2-4 % faster than configs 1 / 2, T = 1 the same as config 1; at T = 16, H = 64
- * 33 us against config 5's 26: every 16-head CTA dequantizes its rows again). Then,
- * when 32 | H, config 2 below MLA_DECODE_WS_MIN_T and the warp-specialised configs from
- * it on (5 when 64 | H, else 4), else config 1. H200, session 12: T = 64, H = 64: config
- * 2 64 us, 4 53 us, 5 50 us; T = 384: 299 / 244 / 215 us. */
+/* Auto decode config (docs/attention.md, "Session 20"): config 5 when 64 | H from
+ * MLA_DECODE_WS64_MIN_T tokens on; else config 6 up to MLA_DECODE_SLICE8_MAX_T tokens
+ * (16 heads, 8 dim slices: the most CTAs, the shortest per-warp chains); else, when
+ * 32 | H, config 2 below MLA_DECODE_WS_MIN_T and config 4 from it on; else config 1.
+ * H200, session 20 (one run for T = 8 / 12 at H = 64): T = 8, H = 32 config 6 19.2-19.5
+ * us against config 2's 20.6-21.1; T = 4, H = 64 config 6 19.1-19.2 against config 1's
+ * 19.6-19.9; T = 1 config 6 the same as config 1; T = 8, H = 64 configs 5 / 6 / 2 22.8 /
+ * 23.9 / 24.5 us; T = 12, H = 64 25.3 / 30.8 / 29.4; T = 16, H = 64 26.5 / 33.4 / 31.3
+ * (config 6 dequantizes every row once per 16 heads, config 5 once per 64). Session 12:
+ * T = 64, H = 64: config 2 64 us, 4 53 us, 5 50 us; T = 384: 299 / 244 / 215 us. */
 #ifndef MLA_DECODE_SLICE8_MAX_T
 #define MLA_DECODE_SLICE8_MAX_T 8
+#endif
+#ifndef MLA_DECODE_WS64_MIN_T
+#define MLA_DECODE_WS64_MIN_T 8
 #endif
 #ifndef MLA_DECODE_WS_MIN_T
 #define MLA_DECODE_WS_MIN_T 16

@@ -56,10 +56,10 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     const int64_t T = d->num_tokens, H = d->num_heads;
     int64_t config = d->config;
     if (!config) {
-        if (T <= MLA_DECODE_SLICE8_MAX_T) config = MLA_CFG_SLICE8;
+        if (H % 64 == 0 && T >= MLA_DECODE_WS64_MIN_T) config = MLA_CFG_WS64;
+        else if (T <= MLA_DECODE_SLICE8_MAX_T) config = MLA_CFG_SLICE8;
         else if (H % 32 != 0) config = 1;
-        else if (T < MLA_DECODE_WS_MIN_T) config = 2;
-        else config = H % 64 == 0 ? MLA_CFG_WS64 : MLA_CFG_WS;
+        else config = T < MLA_DECODE_WS_MIN_T ? 2 : MLA_CFG_WS;
     }
     mla_plan_config(config, p);
     const int64_t groups = H / p->heads_per_cta;

@@ -257,10 +257,14 @@ static void test_plan(th_ctx_t *t) {
         /* config 2 there: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
          * CTAs <= 264: appended */
         {8, 32, 128, 512, 132, 0, 0, 2, 2, 21, 2},
-        /* the last token count of config 6, then config 2 (32 | H) or 1, then from T = 16
-         * the warp-specialised ones */
-        {8, 64, 128, 512, 132, 0, 0, 0, 6, 8, 2},
-        {9, 64, 128, 512, 132, 0, 0, 0, 2, 14, 1},
+        /* 64 | H: config 5 from T = 8 (8 units of one CTA per SM, S <= 16: 3 tiles from
+         * S = 14), config 6 below; 32 | H: config 6 up to T = 8, then 2 (288 merge rows:
+         * a second launch), from T = 16 4; else 6, then 1 */
+        {7, 64, 128, 512, 132, 0, 0, 0, 6, 8, 2},
+        {8, 64, 128, 512, 132, 0, 0, 0, 5, 14, 1},
+        {9, 32, 128, 512, 132, 0, 0, 0, 2, 21, 1},
+        {16, 96, 128, 512, 132, 0, 0, 0, 4, 5, 1},
+        {8, 48, 128, 512, 132, 0, 0, 0, 6, 11, 2},
         {9, 48, 128, 512, 132, 0, 0, 0, 1, 8, 1},
         {16, 64, 128, 512, 132, 0, 0, 0, 5, 8, 1},
         /* config 3 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
