@@ -164,7 +164,7 @@ typedef struct dsv4_sparse_mla_plan {
  * spec, then T*S*H 32-bit completion flags ([T, H, S]): T*S*H*515*4 bytes in all.
  *
  * Merge: with merge = 2 (the plan's choice when the T * H / (warps / 4) merge CTAs fit
- * one wave of two CTAs per SM, e.g. T = 1..8; never with config 4) the merge CTAs
+ * one wave of two CTAs per SM, e.g. T = 1..8; never with configs 4 and 5) the merge CTAs
  * follow the attention CTAs in the same launch. Each waits for its row's S flags, which
  * the split CTAs set after their partials, and stores 0 back, so every call leaves the
  * flags at 0: the workspace needs no clearing, and may hold anything before the first

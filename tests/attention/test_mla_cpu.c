@@ -245,7 +245,7 @@ static void test_plan(th_ctx_t *t) {
         {64, 64, 128, 512, 132, 0, 0, 2, 2, 2, 1},
         /* T = 64, 96 heads: 64 does not divide H -> config 4; 192 units fill the SMs */
         {64, 96, 128, 512, 132, 0, 0, 0, 4, 1, 0},
-        /* T = 1: config 6 (T < 16), 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21
+        /* T = 1: config 6 (T <= 8), 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21
          * (7 + 25 keys) on; S = 20 would leave a third tile of one key (7 + 26); 32 merge
          * CTAs (two rows each: 8 warps) appended */
         {1, 64, 128, 512, 132, 0, 0, 0, 6, 21, 2},
