@@ -13,11 +13,11 @@
  * (4 dims, B splits at a time, all in flight), so a row costs one L2 round trip per
  * batch of B: 32 (all splits) in the merge CTAs of configs 1 and 2, 8 in those of the
  * 8-warp configs (config 3's 128-register cap spills with more); the second-launch
- * kernel uses 2 or 8 (sparse_mla_decode_kernel.cu says why). M is a warp max (exact in any order:
- * no m is NaN), then the sums run in split order with w_s and l_s shuffled from lane s;
- * the sink is added exactly once, through the same functions as the direct path
- * (mla_softmax.cuh). The partials are read through L2 (__ldcg): another CTA of this
- * launch may have written them.
+ * kernel uses 2 or 8 (sparse_mla_decode_kernel.cu says why). M is a warp max (exact in
+ * any order: no m is NaN), then the sums run in split order with w_s and l_s shuffled
+ * from lane s; the sink is added exactly once, through the same functions as the
+ * direct path (mla_softmax.cuh). The partials are read through L2 (__ldcg): another
+ * CTA of this launch may have written them.
  */
 #ifndef DSV4_ATTENTION_MLA_MERGE_CUH
 #define DSV4_ATTENTION_MLA_MERGE_CUH

@@ -105,6 +105,9 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int GT = 32 * WH;       /* threads of a slice group     */
     static constexpr int TPG = GT / N;       /* its producer threads per key row */
     static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: config 5's four spill */
+    /* the id rows' L2 prefetch at the start (mla_prefetch_id_rows): config 3 (8 warps of
+     * 16 heads x 128 dims at the 128-register cap) spills with it */
+    static constexpr bool PREFETCH_IDS = !(NW > 4 && WD == 4);
     static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
     static_assert(LPR >= 1 && LPR <= 32 && (LPR & (LPR - 1)) == 0, "softmax rows must sit inside a warp");
     static_assert(SMAX_THREADS % 32 == 0, "whole warps take part in the softmax or stay out");
@@ -649,7 +652,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         if (tid == 0)
             w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
     }
-    if (C::NW <= 4 || C::WD > 4) /* config 3 (8 warps of 16 x 128) spills with it (128-register cap) */
+    if (C::PREFETCH_IDS)
         mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
     /* Q slice as A fragments, loaded before the barrier (independent of the lists). */
     uint32_t qf[C::MT][C::KS][4];
