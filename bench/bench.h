@@ -29,6 +29,8 @@ typedef struct bench_ctx {
     const char *argv0;
     void *flush;             /* device buffer written before each rep to evict L2      */
     size_t flush_bytes;
+    int flush_clean;         /* --flush clean: read the buffer back after writing it   */
+    unsigned *flush_sink;    /* dsv4_probe_read's sink                                 */
     int failures;            /* cases whose check failed                              */
 } bench_ctx_t;
 
@@ -78,6 +80,9 @@ typedef struct {
 uint64_t bench_rng_next(uint64_t *state);
 
 /* Device helpers for cases: allocation that reports failure instead of exiting. */
+/* "write" (the default: the flush buffer is memset before each rep) or "clean" (--flush
+ * clean: then read back, so L2 holds clean lines); in every JSON row. */
+const char *bench_flush_name(const bench_ctx_t *ctx);
 void *bench_dev_alloc(size_t bytes);
 void bench_dev_free(void *p);
 int bench_upload(void *dst, const void *src, size_t bytes);

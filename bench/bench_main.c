@@ -2,7 +2,7 @@
  * dsv4_bench: the benchmark and verification suite.
  *
  *   dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH]
- *              [--reps N] [--quick]
+ *              [--reps N] [--quick] [--flush write|clean]
  *
  * With a GPU: measures the ceilings (copy bandwidth, mma.sync bf16 throughput, empty
  * launch), then runs every selected case: optional check against the CPU reference,
@@ -34,7 +34,7 @@ int bench_measure_ceilings(bench_ctx_t *ctx);
 
 static void usage(void) {
     printf("usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
-           "[--reps N] [--quick]\n");
+           "[--reps N] [--quick] [--flush write|clean]\n");
 }
 
 int main(int argc, char **argv) {
@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--json") && v) json_path = argv[++i];
         else if (!strcmp(a, "--commit") && v) ctx.commit = argv[++i];
         else if (!strcmp(a, "--reps") && v) ctx.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--flush") && v && (!strcmp(v, "write") || !strcmp(v, "clean")))
+            ctx.flush_clean = !strcmp(argv[++i], "clean");
         else {
             usage();
             return 2;
@@ -108,6 +110,7 @@ int main(int argc, char **argv) {
     }
     if (ctx.json) fclose(ctx.json);
     if (ctx.flush) bench_dev_free(ctx.flush);
+    if (ctx.flush_sink) bench_dev_free(ctx.flush_sink);
     if (ctx.stream) cudaStreamDestroy((cudaStream_t)ctx.stream);
     printf("\n%d case(s) run, %d failed%s\n", ran, ctx.failures, ctx.have_gpu ? "" : " (CPU references only: no GPU)");
     return ctx.failures ? 1 : 0;

@@ -70,7 +70,16 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *const
     dsv4_status_t st = DSV4_STATUS_SUCCESS;
     for (int i = 0; i < n && st == DSV4_STATUS_SUCCESS; ++i) {
         /* Evict the operator's inputs from L2 so every rep reads them from memory. */
-        if (flush && ctx->flush) cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
+        if (flush && ctx->flush) {
+            cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
+            /* --flush clean: the memset left L2 full of dirty lines, whose write-back the
+             * timed run would otherwise pay as it allocates; reading the buffer back
+             * leaves clean lines (docs/mhc.md, "The L2 flush"). */
+            if (ctx->flush_clean &&
+                dsv4_probe_read(ctx->flush, ctx->flush_bytes, 4 * ctx->dev.sm_count, ctx->flush_sink,
+                                DSV4_STREAM(ctx->stream)) != DSV4_STATUS_SUCCESS)
+                st = DSV4_STATUS_CUDA_ERROR;
+        }
         cudaEventRecord(ev[2 * i], s);
         for (int k = 0; k < per_rep && st == DSV4_STATUS_SUCCESS; ++k) st = fn(ctx, states[(i * per_rep + k) % nstates]);
         cudaEventRecord(ev[2 * i + 1], s);
@@ -158,6 +167,7 @@ int bench_measure_ceilings(bench_ctx_t *ctx) {
     ctx->stream = s;
     ctx->flush_bytes = (size_t)(ctx->dev.l2_bytes > 0 ? 4 * ctx->dev.l2_bytes : (256 << 20));
     ctx->flush = bench_dev_alloc(ctx->flush_bytes);
+    ctx->flush_sink = bench_dev_alloc(sizeof(unsigned));
     ceiling_state_t c = {0};
     c.bytes = ctx->quick ? (256u << 20) : (1024u << 20);
     c.a = bench_dev_alloc(c.bytes);
@@ -165,7 +175,7 @@ int bench_measure_ceilings(bench_ctx_t *ctx) {
     c.blocks = ctx->dev.sm_count * 8;
     c.iters = ctx->quick ? 512 : 2048;
     c.sink = bench_dev_alloc((size_t)c.blocks * sizeof(float));
-    if (!ctx->flush || !c.a || !c.b || !c.sink) return 1;
+    if (!ctx->flush || !ctx->flush_sink || !c.a || !c.b || !c.sink) return 1;
     cudaMemsetAsync(c.a, 1, c.bytes, s);
     bench_timing_t copy = {0}, mma = {0}, empty = {0};
     if (bench_time(ctx, launch_copy, &c, &copy) || bench_time(ctx, launch_mma, &c, &mma) ||
@@ -179,20 +189,22 @@ int bench_measure_ceilings(bench_ctx_t *ctx) {
     bench_dev_free(c.a);
     bench_dev_free(c.b);
     bench_dev_free(c.sink);
-    printf("ceilings (measured now): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty launch %.2f us "
-           "(p10 %.2f, p90 %.2f)\n",
-           ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, empty.p10_us, empty.p90_us);
+    printf("ceilings (measured now, L2 flush %s): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty "
+           "launch %.2f us (p10 %.2f, p90 %.2f)\n",
+           bench_flush_name(ctx), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, empty.p10_us, empty.p90_us);
     if (ctx->json) {
         fprintf(ctx->json,
                 "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"ceilings\","
                 "\"copy_gbps\":%.2f,\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"copy_bytes\":%zu,"
-                "\"mma_blocks\":%d,\"mma_iters\":%d,\"reps\":%d}\n",
+                "\"mma_blocks\":%d,\"mma_iters\":%d,\"reps\":%d,\"flush\":\"%s\"}\n",
                 dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, ctx->copy_gbps,
-                ctx->mma_tflops, ctx->empty_us, c.bytes, c.blocks, c.iters, ctx->reps);
+                ctx->mma_tflops, ctx->empty_us, c.bytes, c.blocks, c.iters, ctx->reps, bench_flush_name(ctx));
         fflush(ctx->json);
     }
     return 0;
 }
+
+const char *bench_flush_name(const bench_ctx_t *ctx) { return ctx->flush_clean ? "clean" : "write"; }
 
 static const char *ceiling_name(bench_ceiling_t c) {
     return c == BENCH_CEIL_COPY ? "copy" : (c == BENCH_CEIL_MMA ? "mma" : "launch");
@@ -216,11 +228,11 @@ void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const
             "\"case\":\"%s\",\"config\":\"%s\",\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,"
             "\"bytes\":%.0f,\"flops\":%.0f,\"gbps\":%.2f,\"tflops\":%.3f,\"ceiling\":\"%s\",\"copy_gbps\":%.2f,"
             "\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"fraction_of_ceiling\":%.4f,\"check\":\"%s\","
-            "\"command\":\"dsv4_bench --op %s --case '%s'%s\"}\n",
+            "\"flush\":\"%s\",\"command\":\"dsv4_bench --op %s --case '%s'%s%s\"}\n",
             dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, op, case_name,
             config ? config : "", tm->median_us, tm->p10_us, tm->p90_us, tm->reps, bytes, flops, gbps, tflops,
-            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, op, case_name,
-            ctx->check ? " --check" : "");
+            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, bench_flush_name(ctx), op,
+            case_name, ctx->check ? " --check" : "", ctx->flush_clean ? " --flush clean" : "");
     fflush(ctx->json);
 }
 

@@ -25,6 +25,11 @@ def load(path):
     return ceil, cases
 
 
+def case_label(r):
+    """The case name, marked when its run left L2 holding clean lines (dsv4_bench --flush clean)."""
+    return r["case"] + (" (clean L2 flush)" if r.get("flush") == "clean" else "")
+
+
 def ceiling_text(r):
     if r["ceiling"] == "mma":
         return f'{r["tflops"]:.1f} TFLOP/s', "mma.sync"
@@ -49,7 +54,7 @@ def table(path, ceil, cases):
         if kind == "launch":
             frac = f'launch / time = {100 * r["fraction_of_ceiling"]:.0f}%'
         out.append(
-            f'| {r["op"]} | {r["case"]} | {r["median_us"]:.2f} | {r["p10_us"]:.2f} / {r["p90_us"]:.2f} | '
+            f'| {r["op"]} | {case_label(r)} | {r["median_us"]:.2f} | {r["p10_us"]:.2f} / {r["p90_us"]:.2f} | '
             f'{thr} | {frac} | {r["check"]} |'
         )
     return "\n".join(out)
@@ -80,7 +85,7 @@ def chart(path, ceil, cases):
     rows = [r for r in cases if r["ceiling"] in ("copy", "mma")]
     if not rows:
         return None
-    labels = [f'{r["op"]}: {r["case"]}' for r in rows]
+    labels = [f'{r["op"]}: {case_label(r)}' for r in rows]
     fracs = [100 * r["fraction_of_ceiling"] for r in rows]
     colors = ["tab:blue" if r["ceiling"] == "copy" else "tab:orange" for r in rows]
     fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.6))

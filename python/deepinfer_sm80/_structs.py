@@ -633,6 +633,7 @@ PROTOTYPES = {
     "dsv4_mhc_fn_split": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_mhc_fn_split_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t)]),
     "dsv4_probe_empty": (ctypes.c_int, [ctypes.c_void_p]),
+    "dsv4_probe_read": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
     "dsv4_probe_mma_bf16": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
     "dsv4_probe_mma_flops": (ctypes.c_double, [ctypes.c_int, ctypes.c_int]),
 }

@@ -15,6 +15,18 @@
 
 __global__ void dsv4_probe_empty_kernel(void) {}
 
+/* Reads every 16-byte word of buf once through L2 (ld.global.cg: normal priority, no L1),
+ * so that L2 ends up holding clean lines of buf; xor-accumulates the words into *sink
+ * (one atomic per thread), which keeps the loads alive and lets a test check them. */
+__global__ void dsv4_probe_read_kernel(const uint4 *buf, size_t n, unsigned *sink) {
+    unsigned x = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = __ldcg(buf + i);
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    atomicXor(sink, x);
+}
+
 __global__ void __launch_bounds__(DSV4_PROBE_MMA_WARPS * 32) dsv4_probe_mma_kernel(int iters, float *sink) {
     const uint32_t seed = threadIdx.x * 2654435761u + blockIdx.x;
     uint32_t a[4], b[2];
@@ -39,6 +51,19 @@ extern "C" dsv4_status_t dsv4_probe_empty(dsv4_stream_t stream) {
     DSV4_TRY(dsv4_check_stream("probe_empty", stream));
     dsv4_probe_empty_kernel<<<1, 32, 0, (cudaStream_t)stream>>>();
     return dsv4_launch_status("probe_empty");
+}
+
+extern "C" dsv4_status_t dsv4_probe_read(const void *buf, size_t bytes, int blocks, unsigned *sink,
+                                         dsv4_stream_t stream) {
+    static const char *op = "probe_read";
+    DSV4_TRY(dsv4_check_ptr(op, "buf", buf));
+    DSV4_TRY(dsv4_check_ptr(op, "sink", sink));
+    DSV4_TRY(dsv4_check_range(op, "blocks", blocks, 1, 1 << 20));
+    DSV4_TRY(dsv4_check_stream(op, stream));
+    if ((uintptr_t)buf % 16 || bytes % 16)
+        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "buf and bytes must be multiples of 16");
+    dsv4_probe_read_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>((const uint4 *)buf, bytes / 16, sink);
+    return dsv4_launch_status(op);
 }
 
 extern "C" double dsv4_probe_mma_flops(int blocks, int iters) {

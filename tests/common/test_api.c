@@ -77,6 +77,14 @@ static void test_bad_input(th_ctx_t *t) {
     TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, -1, sink_host, fake_stream), DSV4_STATUS_INVALID_VALUE);
     TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, 1, NULL, fake_stream), DSV4_STATUS_NULL_POINTER);
     TH_EXPECT_STATUS(t, dsv4_probe_mma_bf16(1, 1, sink_host, NULL), DSV4_STATUS_NULL_POINTER);
+    unsigned usink[1];
+    uint32_t buf[8] __attribute__((aligned(16)));
+    TH_EXPECT_STATUS(t, dsv4_probe_read(NULL, 16, 1, usink, fake_stream), DSV4_STATUS_NULL_POINTER);
+    TH_EXPECT_STATUS(t, dsv4_probe_read(buf, 16, 1, NULL, fake_stream), DSV4_STATUS_NULL_POINTER);
+    TH_EXPECT_STATUS(t, dsv4_probe_read(buf, 16, 0, usink, fake_stream), DSV4_STATUS_INVALID_VALUE);
+    TH_EXPECT_STATUS(t, dsv4_probe_read(buf, 16, 1, usink, NULL), DSV4_STATUS_NULL_POINTER);
+    TH_EXPECT_STATUS(t, dsv4_probe_read(buf + 1, 16, 1, usink, fake_stream), DSV4_STATUS_MISALIGNED);
+    TH_EXPECT_STATUS(t, dsv4_probe_read(buf, 12, 1, usink, fake_stream), DSV4_STATUS_MISALIGNED);
 }
 
 static void test_device_count(th_ctx_t *t) {

@@ -59,4 +59,25 @@ extern "C" void test_api_gpu_probes(th_ctx_t *t) {
     for (int i = 0; i < blocks; ++i) TH_CHECK(t, isfinite(h[i]) && h[i] != 0.0f, "sink[%d] = %g", i, h[i]);
     free(h);
     cudaFree(sink);
+
+    /* the read probe xors every word of its buffer into the sink: an odd word count and a
+     * grid smaller than the buffer, so the grid-stride loop and the tail are covered */
+    th_rng_t *rng = th_rng(t);
+    const size_t words = 4 * 100003;
+    uint32_t *hb = (uint32_t *)malloc(words * sizeof(uint32_t)), want = 0;
+    for (size_t i = 0; i < words; ++i) want ^= hb[i] = th_rng_u32(rng);
+    uint32_t *db = NULL;
+    unsigned *dsink = NULL, got = 0;
+    TH_CUDA(t, cudaMalloc(&db, words * sizeof(uint32_t)));
+    TH_CUDA(t, cudaMalloc(&dsink, sizeof(unsigned)));
+    TH_CUDA(t, cudaMemcpy(db, hb, words * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    TH_CUDA(t, cudaMemset(dsink, 0, sizeof(unsigned)));
+    s = th_stream_create(t);
+    TH_OK(t, dsv4_probe_read(db, words * sizeof(uint32_t), 3, dsink, DSV4_STREAM(s)));
+    th_stream_sync_destroy(t, s);
+    TH_CUDA(t, cudaMemcpy(&got, dsink, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    TH_CHECK(t, got == want, "read probe xor 0x%08x, expected 0x%08x", got, want);
+    free(hb);
+    cudaFree(db);
+    cudaFree(dsink);
 }
