@@ -77,7 +77,7 @@
  *     holds the projection CTAs, geometry (tile_n, split_k, threads) = (6, H/256, 256)
  *     (each thread owns one channel; it tiles H when H % 256 == 0: 4096, 5120, 7168 all
  *     do; up to 5 tokens per CTA), plus one CTA per token for collapse/norm (V4.1 seam)
- *     and one per token for the gates, which waits on per-producer completion flags in
+ *     and one per token for the gates, which polls the producers' tagged partials in
  *     the workspace (see dsv4_mhc_plan_t.workspace_bytes). fp32 FMA: tolerance 1e-5.
  *     (The spec's reference geometry is (6, 8, 128); (6, H/256, 256) issues each
  *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a
@@ -151,13 +151,13 @@ typedef struct dsv4_mhc_plan {
     int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
                                 rounding (upstream's small-T numerics); 0: the stored bf16
                                 values (this build, both routes)                            */
-    size_t workspace_bytes; /* partials: S * T * 26 fp32, rounded up to 256 bytes; on
-                               SMALL_T preceded by T * 4 * S completion-flag words (rounded
-                               up to 256 bytes), on TENSOR_CORE followed by fn's bf16 hi / lo
-                               split, 48 * K * 2 bytes (K = 4H, or H broadcast). The
-                               workspace may hold anything before the first call except the
-                               word 0x7FC04D48 at a flag position; every call leaves its
-                               flags at 0 (graph-safe, no memset)                          */
+    size_t workspace_bytes; /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
+                               bytes, then fn's bf16 hi / lo split, 48 * K * 2 bytes (K =
+                               4H, or H broadcast). SMALL_T: T * 4 * S records of 8 64-bit
+                               words, each partial with the tag 0x7FC04D48 in its high
+                               half; the workspace may hold anything before the first call
+                               except that tag in the high half of a record word, and every
+                               call leaves its records at 0 (graph-safe, no memset)       */
 } dsv4_mhc_plan_t;
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when

@@ -64,13 +64,15 @@ static __device__ __forceinline__ void mhc_epi_stage(const mhc_pipe_t &p, int64_
 }
 
 /* staged: sm.part already holds the partials (the small-T gate CTAs copy them as their
- * flags arrive) and a barrier has passed since. */
+ * flags arrive) and a barrier has passed since. gc: mhc_gate_coef_load, issued by the
+ * caller before it waited for the partials. */
 template <int EPI>
 static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, int64_t t, bool staged,
-                                                          mhc_epi_smem &sm, uint4 *s_row) {
+                                                          mhc_epi_smem &sm, uint4 *s_row, const mhc_gate_coef &gc) {
     const int tid = threadIdx.x, warp = tid >> 5;
     const int64_t H = p.H;
     const int S = p.plan.splits;
+    const float sq_in = tid == 24 && p.sqrsum_in ? __ldg(p.sqrsum_in + t) : 0.0f; /* before the partials */
     if (!staged) {
         mhc_epi_stage(p, t, sm);
         __syncthreads();
@@ -80,12 +82,12 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
 #pragma unroll 8 /* 8 shared loads in flight per step; the adds stay in slice order */
         for (int s = 1; s < S; ++s) v = __fadd_rn(v, sm.part[s][tid]);
         if (tid < 24) sm.raw[tid] = v;
-        else sm.sq = p.sqrsum_in ? p.sqrsum_in[t] : v;
+        else sm.sq = p.sqrsum_in ? sq_in : v;
     }
     __syncthreads();
 
     if (warp == 0)
-        mhc_gates_warp(sm.raw, sm.sq, (float)p.rms_numel, p.scale, p.base, p.gate.rms_eps, p.gate.pre_eps,
+        mhc_gates_warp(sm.raw, sm.sq, (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps,
                        p.gate.sinkhorn_eps, p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t,
                        p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
                        p.mix_out ? p.mix_out + 24 * t : nullptr, EPI == MHC_EPI_IMMEDIATE ? sm.pre : nullptr);
@@ -108,6 +110,9 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
     const int64_t T = p.T, t = t0 + w;
     const int S = p.plan.splits;
     if (t >= T) return; /* warp-uniform; no CTA barrier follows */
+    /* the gate constants and sqrsum_in in flight with the partials */
+    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base);
+    const float sq_in = lane == 24 && p.sqrsum_in ? __ldg(p.sqrsum_in + t) : 0.0f;
     float *st = stage + w * S * MHC_EPI_PITCH;
     const float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24;
     for (int j = lane; j < 7 * S; j += 32) { /* per slice: raw[24] as 6 x 16 bytes, then sq */
@@ -122,10 +127,10 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
         float v = st[lane];
 #pragma unroll 8 /* shared loads in flight; the adds stay in slice order */
         for (int sl = 1; sl < S; ++sl) v = __fadd_rn(v, st[sl * MHC_EPI_PITCH + lane]);
-        s_raw[w][lane] = lane == 24 && p.sqrsum_in ? p.sqrsum_in[t] : v;
+        s_raw[w][lane] = lane == 24 && p.sqrsum_in ? sq_in : v;
     }
     __syncwarp();
-    mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, p.scale, p.base, p.gate.rms_eps, p.gate.pre_eps,
+    mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps,
                    p.gate.sinkhorn_eps, p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t,
                    p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
                    p.mix_out ? p.mix_out + 24 * t : nullptr, nullptr);

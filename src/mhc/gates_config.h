@@ -119,11 +119,12 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 2 * MHC_MAX
  * collapse row. */
 DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 1280 + 2 * MHC_MAX_HIDDEN, "mhc small-T kernel");
 
-/* Workspace: [flags][partials][fn hi/lo]. The partials are raw [S][T][24], sq [S][T],
- * ss [S][T] fp32. The small-T route puts one flag word per (token, n-tile, slice) in front
- * of them (T x 4 x S words, rounded up to 256 bytes; small_t_kernel.cu); the tensor-core
- * route has none, and K0's bf16 hi / lo rows of fn after them (partials rounded up to 256
- * bytes). */
-#define MHC_WS_FLAG_BYTES(small, T, S) ((small) ? ((size_t)(T) * 4 * (size_t)(S) * 4 + 255) / 256 * 256 : (size_t)0)
+/* Workspace. Tensor-core route: [partials][fn hi/lo], the partials raw [S][T][24], sq
+ * [S][T], ss [S][T] fp32, then K0's bf16 hi / lo rows of fn (partials rounded up to 256
+ * bytes). Small-T route: one record per (token, n-tile, slice), T x 4 x S of them, each
+ * MHC_SMALL_REC_WORDS 64-bit tagged words (prim/grid_flag.cuh): 6 mix partials, sq (n-tile
+ * 0), one pad word; a multiple of 256 bytes. */
+#define MHC_SMALL_REC_WORDS 8
+#define MHC_WS_SMALL_BYTES(T, S) ((size_t)(T) * 4 * (size_t)(S) * MHC_SMALL_REC_WORDS * 8)
 
 #endif

@@ -240,11 +240,28 @@ static __device__ __forceinline__ float mhc_sinkhorn_lane(float L, int e, float 
     return c;
 }
 
+/* The gate constants one lane of mhc_gates_warp uses: scale[3] and base[24] are tiny global
+ * tensors, so a caller loads them before it waits for the partials, and their round trip
+ * (a DRAM one when cold) is not on the chain after the last partial lands. Lane l < 8:
+ * pre / post gate l; lane l: Sinkhorn element l & 15. */
+struct mhc_gate_coef {
+    float pp_scale, pp_base, c_scale, c_base;
+};
+static __device__ __forceinline__ mhc_gate_coef mhc_gate_coef_load(const float *scale, const float *base) {
+    const int lane = threadIdx.x & 31;
+    mhc_gate_coef c;
+    c.pp_scale = __ldg(scale + (lane < 4 ? 0 : 1));
+    c.pp_base = __ldg(base + (lane & 7));
+    c.c_scale = __ldg(scale + 2);
+    c.c_base = __ldg(base + 8 + (lane & 15));
+    return c;
+}
+
 /* One token's gates, by all 32 lanes of a warp. raw: the 24 summed projection partials
- * (shared memory); sq: the summed squares. Outputs are already offset to the token;
- * pre_out, mix_out and pre_smem may be NULL. */
-static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq, float numel, const float *scale,
-                                                      const float *base, float rms_eps, float pre_eps,
+ * (shared memory); sq: the summed squares; gc: this lane's mhc_gate_coef_load. Outputs are
+ * already offset to the token; pre_out, mix_out and pre_smem may be NULL. */
+static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq, float numel,
+                                                      const mhc_gate_coef &gc, float rms_eps, float pre_eps,
                                                       float sinkhorn_eps, float post_mult, int iters,
                                                       float *post_out, float *comb_out, float *pre_out,
                                                       float *mix_out, float *pre_smem) {
@@ -252,7 +269,7 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
     const float rms = mhc_inv_rms(sq, numel, rms_eps);
     if (mix_out && lane < 24) mix_out[lane] = __fmul_rn(raw[lane], rms);
     if (lane < 8) {
-        const float z = __fmaf_rn(__fmul_rn(raw[lane], rms), scale[lane < 4 ? 0 : 1], base[lane]);
+        const float z = __fmaf_rn(__fmul_rn(raw[lane], rms), gc.pp_scale, gc.pp_base);
         const float sg = mhc_sigmoid(z);
         if (lane < 4) {
             const float pre = __fadd_rn(sg, pre_eps);
@@ -263,7 +280,7 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
         }
     }
     const int e = lane & 15;
-    const float L = __fmaf_rn(__fmul_rn(raw[8 + e], rms), scale[2], base[8 + e]);
+    const float L = __fmaf_rn(__fmul_rn(raw[8 + e], rms), gc.c_scale, gc.c_base);
     const float c = mhc_sinkhorn_lane(L, e, sinkhorn_eps, iters);
     if (lane < 16) comb_out[lane] = c;
 }

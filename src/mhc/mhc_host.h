@@ -60,8 +60,8 @@ typedef struct mhc_pipe {
     /* the residual the collapse reads: res_out (POST, BCAST) or res (RES) */
     const uint16_t *col_src;
     int64_t col_src_stride;
-    float *ws;       /* partials: raw [S][T][24], then sq [S][T], then ss [S][T]       */
-    unsigned *flags; /* small-T route: T x 4 x S completion flags (gates_config.h)     */
+    float *ws; /* tensor-core route: partials raw [S][T][24], then sq [S][T], then ss [S][T] */
+    unsigned long long *recs; /* small-T route: T x 4 x S records of tagged partials (gates_config.h) */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
                               the call's fn_split (set up with the inputs), or NULL and then
                               K0's split in the workspace (set by mhc_pipe_launch) */
@@ -109,10 +109,8 @@ dsv4_status_t mhc_collapse_args(mhc_args_check_t *c, const mhc_pipe_t *p, int re
 /* The planner behind dsv4_mhc_plan, failing in the name of `op` (arguments already checked). */
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
                                dsv4_mhc_plan_t *plan);
-/* Bytes of completion flags in front of the partials in the workspace. */
-size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T);
-/* Workspace offset of the tensor-core route's fn hi / lo rows: flags and partials, rounded
- * up to 256 bytes (the whole workspace on the small-T route). */
+/* Workspace offset of the tensor-core route's fn hi / lo rows: its partials, rounded up to
+ * 256 bytes; on the small-T route the whole workspace, its records (gates_config.h). */
 size_t mhc_fn_hl_offset(const dsv4_mhc_plan_t *pl, int64_t T);
 /* Fills p->plan (route, splits, geometry) for the pipeline's T, H and producer. */
 dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);

@@ -61,8 +61,8 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     if (p->plan.workspace_bytes) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 16));
     DSV4_TRY(dsv4_check_stream(op, stream));
     if (p->T == 0) return DSV4_STATUS_SUCCESS;
-    p->flags = (unsigned *)ws;
-    p->ws = (float *)((char *)ws + mhc_flag_bytes(&p->plan, p->T));
+    p->recs = (unsigned long long *)ws;
+    p->ws = (float *)ws;
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     DSV4_TRY(mhc_check_tc_offsets(op, p));
     /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */

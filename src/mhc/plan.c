@@ -26,12 +26,9 @@ static int tc_splits(int64_t nchunks, int64_t nblk) {
     return best;
 }
 
-size_t mhc_flag_bytes(const dsv4_mhc_plan_t *pl, int64_t T) {
-    return MHC_WS_FLAG_BYTES(pl->route == DSV4_MHC_ROUTE_SMALL_T, T, pl->splits);
-}
-
 size_t mhc_fn_hl_offset(const dsv4_mhc_plan_t *pl, int64_t T) {
-    const size_t bytes = mhc_flag_bytes(pl, T) + (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
+    if (pl->route == DSV4_MHC_ROUTE_SMALL_T) return MHC_WS_SMALL_BYTES(T, pl->splits);
+    const size_t bytes = (size_t)pl->splits * (size_t)T * MHC_WS_FLOATS * sizeof(float);
     return (bytes + 255) / 256 * 256;
 }
 

@@ -30,8 +30,10 @@
  *                first and collapses them after the gates.
  * Only gate CTAs wait, only on CTAs with lower block indices (dispatched before them; the
  * same assumption as CUTLASS's stream-K fix-up), and at most T of them wait at once, so at
- * auto-route sizes they can never hold every CTA slot. The flags live in the workspace and
- * each gate CTA resets its own: graph replays need no memset.
+ * auto-route sizes they can never hold every CTA slot. The records live in the workspace
+ * (T x 4 x S of MHC_SMALL_REC_WORDS words) and each gate CTA zeroes its own: graph replays
+ * need no memset. (Until session 21 the partials went to plain floats published by a fenced
+ * flag; the tags take the fence and the read after the flag off the gate CTA's chain.)
  * Sizes at T = 12, H = 5120: 240 projection CTAs (24.6 KB of fn each), 12 row, 12 gate
  * CTAs: 264 = one wave of 2 CTAs per SM on the H200; a gate CTA reads 20 x 25 partials.
  *
@@ -51,7 +53,7 @@
 namespace {
 
 constexpr int NT = MHC_SMALL_THREADS, NW = NT / 32, TN = MHC_SMALL_TILE_N, NTILES = 24 / TN;
-static_assert(NTILES * (MHC_MAX_HIDDEN / NT) <= NT, "a gate CTA polls its 4 S flags with one thread each");
+static_assert(NTILES * (MHC_MAX_HIDDEN / NT) <= NT, "a gate CTA polls its 4 S records with one thread each");
 static_assert(MHC_MAX_HIDDEN / NT <= MHC_TC_MAX_SPLIT, "the epilogue stages at most MHC_TC_MAX_SPLIT slices");
 
 struct small_smem {
@@ -131,19 +133,18 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
         if (lane == 0) sm.red[warp][tb][TN] = v;
     }
     __syncthreads();
-    float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24;
+    /* each result leaves as a tagged word of the token's record for (n-tile, slice): no
+     * fence, no flag (prim/grid_flag.cuh) */
     if (tid < TPC * (TN + 1)) {
         const int tb = tid / (TN + 1), q = tid % (TN + 1);
         const int64_t t = t0 + tb;
-        if (t < T) {
+        if (t < T && (q < TN || nt == 0)) {
             float v = sm.red[0][tb][q];
 #pragma unroll
             for (int w = 1; w < NW; ++w) v = __fadd_rn(v, sm.red[w][tb][q]);
-            if (q < TN) ws_raw[(ks * T + t) * 24 + nt * TN + q] = v;
-            else if (nt == 0) ws_sq[ks * T + t] = v;
+            dsv4_tagged_store(p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS + q, v);
         }
     }
-    dsv4_grid_flag_publish(p.flags + ((t0 + tid) * NTILES + nt) * S + ks, tid < TPC && t0 + tid < T);
 }
 
 /* Token t's 4 stream rows as the collapse reads them; a seam's R_new and the broadcast
@@ -163,30 +164,33 @@ __device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, s
     }
 }
 
-/* Gate CTA: thread i < 4 S waits for the flag of producer (n-tile i / S, slice i % S) of
- * token t and, as soon as it is set, copies that producer's 6 mix partials (and sq from
- * n-tile 0) into the epilogue's staging buffer and resets the flag, so the partials are
- * staged by the time the last flag is seen. */
+/* Gate CTA: thread i < 4 S polls the record of producer (n-tile i / S, slice i % S) of
+ * token t, its 6 mix partials (and sq from n-tile 0) as tagged words, one round trip per
+ * look with every missing word in flight; once all have arrived it copies them into the
+ * epilogue's staging buffer and zeroes the whole record for the next call on this
+ * workspace. */
 __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     const int tid = threadIdx.x, S = p.plan.splits, n = NTILES * S;
-    unsigned *flag = p.flags + t * n + tid;
+    const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
+    unsigned long long *rec = p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS;
+    float v[TN + 1] = {};
+    unsigned have = 0;
     int done = tid >= n;
     while (!__syncthreads_and(done)) {
-        if (done || !dsv4_grid_flag_is_set(flag)) continue;
-        __threadfence(); /* the partials published before the flag */
-        const int nt = tid / S, ks = tid % S;
-        const float *raw = p.ws + (ks * p.T + t) * 24 + nt * TN;
-        float v[TN + 1];
+        if (done) continue;
 #pragma unroll
-        for (int q = 0; q < TN; ++q) v[q] = __ldcg(raw + q);
-        v[TN] = nt == 0 ? __ldcg(p.ws + S * p.T * 24 + ks * p.T + t) : 0.0f;
+        for (int q = 0; q < TN + 1; ++q)
+            if (q < nw && !(have >> q & 1u) && dsv4_tagged_load(rec + q, &v[q])) have |= 1u << q;
+        if (have != (1u << nw) - 1u) continue;
 #pragma unroll
         for (int q = 0; q < TN; ++q) sm.part[ks][nt * TN + q] = v[q];
         if (nt == 0) {
             sm.part[ks][24] = v[TN];
             sm.part[ks][25] = 0.0f;
         }
-        *flag = 0u; /* for the next call on this workspace */
+        uint4 *r4 = reinterpret_cast<uint4 *>(rec);
+#pragma unroll
+        for (int i = 0; i < MHC_SMALL_REC_WORDS / 2; ++i) r4[i] = make_uint4(0u, 0u, 0u, 0u);
         done = 1;
     }
 }
@@ -214,6 +218,7 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
         return;
     }
     const int64_t t = b - P - R; /* gate CTA */
+    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base); /* in flight while it waits */
     if (p.epi != MHC_EPI_DELAYED && PROD != MHC_PROD_RES && p.res_out) { /* rows stored while the projection runs */
         small_with_src<PROD>(p, t, sm, [&](const auto &src) {
             uint4 r[4];
@@ -223,9 +228,9 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
     }
     small_wait_stage(p, t, sm.epi);
     switch (p.epi) {
-    case MHC_EPI_GATES: mhc_epilogue_token<MHC_EPI_GATES>(p, t, true, sm.epi, s_row); break;
-    case MHC_EPI_DELAYED: mhc_epilogue_token<MHC_EPI_DELAYED>(p, t, true, sm.epi, s_row); break;
-    default: mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, t, true, sm.epi, s_row); break;
+    case MHC_EPI_GATES: mhc_epilogue_token<MHC_EPI_GATES>(p, t, true, sm.epi, s_row, gc); break;
+    case MHC_EPI_DELAYED: mhc_epilogue_token<MHC_EPI_DELAYED>(p, t, true, sm.epi, s_row, gc); break;
+    default: mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, t, true, sm.epi, s_row, gc); break;
     }
 }
 

@@ -10,8 +10,14 @@
  * lower block indices, which are dispatched before it (the assumption CUTLASS's
  * stream-K fix-up also makes), so waiting cannot deadlock.
  *
- * Users: the mhc small-T route (gate CTAs wait for the projection CTAs) and the sparse
- * MLA decode merge kept in the attention launch.
+ * Tagged words carry the same value as a tag beside one fp32 result in a 64-bit word
+ * written by one store: a reader that sees the tag has the result, with no fence on
+ * either side and no second round trip for the data. The reader stores 0 back, as for a
+ * flag. (Only results a single 64-bit access can carry; a store of 8 naturally aligned
+ * bytes is single-copy atomic.)
+ *
+ * Users: the sparse MLA decode merge kept in the attention launch (flags); the mhc
+ * small-T route (its gate CTAs poll tagged partials of the projection CTAs).
  */
 #ifndef DSV4_PRIM_GRID_FLAG_CUH
 #define DSV4_PRIM_GRID_FLAG_CUH
@@ -32,6 +38,19 @@ static __device__ __forceinline__ void dsv4_grid_flag_publish(unsigned *flag, bo
  * the results with L2 loads (__ldcg, cp.async.cg), then store 0 to the flag. */
 static __device__ __forceinline__ bool dsv4_grid_flag_is_set(const unsigned *flag) {
     return *(const volatile unsigned *)flag == DSV4_GRID_FLAG_SET;
+}
+
+/* A tagged word's store (relaxed, gpu scope: no ordering with anything else is needed). */
+static __device__ __forceinline__ void dsv4_tagged_store(unsigned long long *w, float v) {
+    const unsigned long long x = (unsigned long long)DSV4_GRID_FLAG_SET << 32 | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(w), "l"(x) : "memory");
+}
+/* One look at a tagged word (not cached in L1); true and the result in *v once it is set. */
+static __device__ __forceinline__ bool dsv4_tagged_load(const unsigned long long *w, float *v) {
+    unsigned long long x;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(x) : "l"(w) : "memory");
+    *v = __uint_as_float((unsigned)x);
+    return (unsigned)(x >> 32) == DSV4_GRID_FLAG_SET;
 }
 
 #endif /* DSV4_PRIM_GRID_FLAG_CUH */

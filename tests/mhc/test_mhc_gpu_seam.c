@@ -8,9 +8,9 @@
  * 1 bf16 ulp after the norm); the gates on sampled tokens against the fp64 models
  * (mix within 1e-5 of sum|X fn| * rms, gates within 1e-5 of fp64 fed the kernel's
  * mix, comb columns within 1e-5 of 1, end-to-end against the unfused pipeline within
- * the product's 1.9e-3, printed). On the small-T route every completion flag in the
- * (0xFF-poisoned) workspace must be back at 0 after the call, so that the next call on
- * the same workspace, or a graph replay, does not see it set.
+ * the product's 1.9e-3, printed). On the small-T route every word of the partial records
+ * in the (0xFF-poisoned) workspace must be back at 0 after the call, so that the next
+ * call on the same workspace, or a graph replay, does not see a tagged partial.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,13 +174,13 @@ static void gpu_seam_case(th_ctx_t *t, const seam_case_t *c, const mt_seam_in_t 
         seam_host_t o;
         dseam_download(t, &d, &o);
         dseam_inputs_unchanged(t, &d, in);
-        if (pl.route == DSV4_MHC_ROUTE_SMALL_T) { /* every completion flag is back at 0 */
+        if (pl.route == DSV4_MHC_ROUTE_SMALL_T) { /* every record word is back at 0 */
             const uint32_t *ws = mt_download(t, &d.ws, "workspace");
-            const int64_t nflags = c->T * 4 * pl.splits;
+            const int64_t nwords = c->T * 4 * pl.splits * 8 * 2; /* 32-bit halves */
             int64_t bad = 0;
-            for (int64_t i = 0; i < nflags; ++i) bad += ws[i] != 0;
-            TH_CHECK(t, bad == 0, "%s: %lld of %lld workspace flags not reset", name, (long long)bad,
-                     (long long)nflags);
+            for (int64_t i = 0; i < nwords; ++i) bad += ws[i] != 0;
+            TH_CHECK(t, bad == 0, "%s: %lld of %lld workspace record words not reset", name, (long long)bad,
+                     (long long)nwords);
             free((void *)ws);
         }
         seam_verify(t, name, in, &desc, &o, c->aux, pl.unrounded_input);

@@ -34,7 +34,7 @@ void test_plan_routing(th_ctx_t *t) {
                     TH_CHECK(t, (tpc == 1 || tpc == 2 || tpc == 4 || tpc == 5) && (T + tpc - 1) / tpc <= 3,
                              "tokens_per_cta %lld", (long long)tpc);
                     TH_CHECK(t, pl.ctas == (T + tpc - 1) / tpc * 4 * pl.splits, "ctas %lld", (long long)pl.ctas);
-                    flags = ((size_t)T * 4 * (size_t)pl.splits * 4 + 255) / 256 * 256; /* completion flags */
+                    flags = (size_t)T * 4 * (size_t)pl.splits * 8 * 8; /* records of 8 tagged words */
                 } else {
                     const int64_t nchunks = H / (bc ? 128 : 64), nblk = (T + 31) / 32;
                     TH_CHECK(t, pl.splits >= 1 && pl.splits <= 64 && nchunks % pl.splits == 0,
@@ -50,7 +50,7 @@ void test_plan_routing(th_ctx_t *t) {
                         TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
                                  (long long)H, (long long)(nblk * pl.splits));
                 }
-                size_t ws = flags + (size_t)pl.splits * (size_t)T * 26 * 4;
+                size_t ws = flags ? flags : (size_t)pl.splits * (size_t)T * 26 * 4; /* TC: partials */
                 size_t hl = 0; /* tensor-core route: fn's bf16 hi / lo rows, [48][K], after the partials */
                 if (pl.route == DSV4_MHC_ROUTE_TENSOR_CORE) {
                     hl = (size_t)48 * (size_t)(bc ? H : 4 * H) * 2;
