@@ -168,20 +168,20 @@ __device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, s
  * token t, its 6 mix partials (and sq from n-tile 0) as tagged words, one round trip per
  * look with every missing word in flight; once all have arrived it copies them into the
  * epilogue's staging buffer and zeroes the whole record for the next call on this
- * workspace. */
+ * workspace. Each thread spins on its own record (no CTA barrier per look, which made
+ * every look as slow as the slowest thread's round trip); one barrier at the end. */
 __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     const int tid = threadIdx.x, S = p.plan.splits, n = NTILES * S;
-    const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
-    unsigned long long *rec = p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS;
-    float v[TN + 1] = {};
-    unsigned have = 0;
-    int done = tid >= n;
-    while (!__syncthreads_and(done)) {
-        if (done) continue;
+    if (tid < n) {
+        const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
+        unsigned long long *rec = p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS;
+        float v[TN + 1] = {};
+        unsigned have = 0;
+        while (have != (1u << nw) - 1u) {
 #pragma unroll
-        for (int q = 0; q < TN + 1; ++q)
-            if (q < nw && !(have >> q & 1u) && dsv4_tagged_load(rec + q, &v[q])) have |= 1u << q;
-        if (have != (1u << nw) - 1u) continue;
+            for (int q = 0; q < TN + 1; ++q)
+                if (q < nw && !(have >> q & 1u) && dsv4_tagged_load(rec + q, &v[q])) have |= 1u << q;
+        }
 #pragma unroll
         for (int q = 0; q < TN; ++q) sm.part[ks][nt * TN + q] = v[q];
         if (nt == 0) {
@@ -191,8 +191,8 @@ __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t,
         uint4 *r4 = reinterpret_cast<uint4 *>(rec);
 #pragma unroll
         for (int i = 0; i < MHC_SMALL_REC_WORDS / 2; ++i) r4[i] = make_uint4(0u, 0u, 0u, 0u);
-        done = 1;
     }
+    __syncthreads();
 }
 
 } // namespace
