@@ -64,15 +64,14 @@ static __device__ __forceinline__ void mhc_epi_stage(const mhc_pipe_t &p, int64_
 }
 
 /* staged: sm.part already holds the partials (the small-T gate CTAs copy them as their
- * flags arrive) and a barrier has passed since. gc: mhc_gate_coef_load, issued by the
- * caller before it waited for the partials. */
+ * records complete) and a barrier has passed since. gc: mhc_gate_coef_load for token t,
+ * issued by the caller before it waited for the partials. */
 template <int EPI>
 static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, int64_t t, bool staged,
                                                           mhc_epi_smem &sm, uint4 *s_row, const mhc_gate_coef &gc) {
     const int tid = threadIdx.x, warp = tid >> 5;
     const int64_t H = p.H;
     const int S = p.plan.splits;
-    const float sq_in = tid == 24 && p.sqrsum_in ? __ldg(p.sqrsum_in + t) : 0.0f; /* before the partials */
     if (!staged) {
         mhc_epi_stage(p, t, sm);
         __syncthreads();
@@ -82,7 +81,7 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
 #pragma unroll 8 /* 8 shared loads in flight per step; the adds stay in slice order */
         for (int s = 1; s < S; ++s) v = __fadd_rn(v, sm.part[s][tid]);
         if (tid < 24) sm.raw[tid] = v;
-        else sm.sq = p.sqrsum_in ? sq_in : v;
+        else sm.sq = p.sqrsum_in ? gc.sq_in : v; /* tid 24 is lane 24 of warp 0 */
     }
     __syncthreads();
 
@@ -110,9 +109,7 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
     const int64_t T = p.T, t = t0 + w;
     const int S = p.plan.splits;
     if (t >= T) return; /* warp-uniform; no CTA barrier follows */
-    /* the gate constants and sqrsum_in in flight with the partials */
-    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base);
-    const float sq_in = lane == 24 && p.sqrsum_in ? __ldg(p.sqrsum_in + t) : 0.0f;
+    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base, p.sqrsum_in, t); /* in flight with the partials */
     float *st = stage + w * S * MHC_EPI_PITCH;
     const float *ws_raw = p.ws, *ws_sq = p.ws + S * T * 24;
     for (int j = lane; j < 7 * S; j += 32) { /* per slice: raw[24] as 6 x 16 bytes, then sq */
@@ -127,7 +124,7 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
         float v = st[lane];
 #pragma unroll 8 /* shared loads in flight; the adds stay in slice order */
         for (int sl = 1; sl < S; ++sl) v = __fadd_rn(v, st[sl * MHC_EPI_PITCH + lane]);
-        s_raw[w][lane] = lane == 24 && p.sqrsum_in ? sq_in : v;
+        s_raw[w][lane] = lane == 24 && p.sqrsum_in ? gc.sq_in : v;
     }
     __syncwarp();
     mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps,

@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_split_kernel(con
 __global__ void __launch_bounds__(MHC_EPI_THREADS) mhc_epilogue_v4_kernel(const mhc_pipe_t p) {
     extern __shared__ uint4 s_row[]; /* with a norm weight: the bf16 collapse row */
     __shared__ mhc_epi_smem sm;
-    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base); /* in flight with the partials */
+    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base, p.sqrsum_in, blockIdx.x); /* with the partials */
     mhc_epilogue_token<MHC_EPI_IMMEDIATE>(p, blockIdx.x, false, sm, s_row, gc);
 }
 

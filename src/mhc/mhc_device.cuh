@@ -240,20 +240,23 @@ static __device__ __forceinline__ float mhc_sinkhorn_lane(float L, int e, float 
     return c;
 }
 
-/* The gate constants one lane of mhc_gates_warp uses: scale[3] and base[24] are tiny global
- * tensors, so a caller loads them before it waits for the partials, and their round trip
- * (a DRAM one when cold) is not on the chain after the last partial lands. Lane l < 8:
- * pre / post gate l; lane l: Sinkhorn element l & 15. */
+/* The global gate inputs one lane needs besides the partials: scale[3] and base[24] (tiny
+ * tensors) and, for lane 24 when the call passes one, token t's sqrsum_in. A caller loads
+ * them before it waits for the partials, so that their round trip (a DRAM one when cold)
+ * is not on the chain after the last partial lands. Lane l < 8: pre / post gate l; lane l:
+ * Sinkhorn element l & 15. */
 struct mhc_gate_coef {
-    float pp_scale, pp_base, c_scale, c_base;
+    float pp_scale, pp_base, c_scale, c_base, sq_in;
 };
-static __device__ __forceinline__ mhc_gate_coef mhc_gate_coef_load(const float *scale, const float *base) {
+static __device__ __forceinline__ mhc_gate_coef mhc_gate_coef_load(const float *scale, const float *base,
+                                                                   const float *sqrsum_in, int64_t t) {
     const int lane = threadIdx.x & 31;
     mhc_gate_coef c;
     c.pp_scale = __ldg(scale + (lane < 4 ? 0 : 1));
     c.pp_base = __ldg(base + (lane & 7));
     c.c_scale = __ldg(scale + 2);
     c.c_base = __ldg(base + 8 + (lane & 15));
+    c.sq_in = lane == 24 && sqrsum_in ? __ldg(sqrsum_in + t) : 0.0f;
     return c;
 }
 

@@ -60,8 +60,8 @@ typedef struct mhc_pipe {
     /* the residual the collapse reads: res_out (POST, BCAST) or res (RES) */
     const uint16_t *col_src;
     int64_t col_src_stride;
-    float *ws; /* tensor-core route: partials raw [S][T][24], then sq [S][T], then ss [S][T] */
-    unsigned long long *recs; /* small-T route: T x 4 x S records of tagged partials (gates_config.h) */
+    float *ws; /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
+                  small-T records of tagged partials (gates_config.h) */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
                               the call's fn_split (set up with the inputs), or NULL and then
                               K0's split in the workspace (set by mhc_pipe_launch) */

@@ -61,7 +61,6 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     if (p->plan.workspace_bytes) DSV4_TRY(dsv4_check_align(op, "workspace", ws, 16));
     DSV4_TRY(dsv4_check_stream(op, stream));
     if (p->T == 0) return DSV4_STATUS_SUCCESS;
-    p->recs = (unsigned long long *)ws;
     p->ws = (float *)ws;
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     DSV4_TRY(mhc_check_tc_offsets(op, p));

@@ -56,6 +56,12 @@ constexpr int NT = MHC_SMALL_THREADS, NW = NT / 32, TN = MHC_SMALL_TILE_N, NTILE
 static_assert(NTILES * (MHC_MAX_HIDDEN / NT) <= NT, "a gate CTA polls its 4 S records with one thread each");
 static_assert(MHC_MAX_HIDDEN / NT <= MHC_TC_MAX_SPLIT, "the epilogue stages at most MHC_TC_MAX_SPLIT slices");
 
+/* The record of token t's partials from the projection CTA of n-tile nt and slice ks. */
+__device__ __forceinline__ unsigned long long *small_rec(const mhc_pipe_t &p, int64_t t, int nt, int ks) {
+    return reinterpret_cast<unsigned long long *>(p.ws) +
+           ((t * NTILES + nt) * p.plan.splits + ks) * MHC_SMALL_REC_WORDS;
+}
+
 struct small_smem {
     mhc_epi_smem epi;
     float coef[MHC_SMALL_MAX_TPC][20];        /* post[4], comb[16] per token */
@@ -142,7 +148,7 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
             float v = sm.red[0][tb][q];
 #pragma unroll
             for (int w = 1; w < NW; ++w) v = __fadd_rn(v, sm.red[w][tb][q]);
-            dsv4_tagged_store(p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS + q, v);
+            dsv4_tagged_store(small_rec(p, t, nt, ks) + q, v);
         }
     }
 }
@@ -174,7 +180,7 @@ __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t,
     const int tid = threadIdx.x, S = p.plan.splits, n = NTILES * S;
     if (tid < n) {
         const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
-        unsigned long long *rec = p.recs + ((t * NTILES + nt) * S + ks) * MHC_SMALL_REC_WORDS;
+        unsigned long long *rec = small_rec(p, t, nt, ks);
         float v[TN + 1] = {};
         unsigned have = 0;
         while (have != (1u << nw) - 1u) {
@@ -218,7 +224,7 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
         return;
     }
     const int64_t t = b - P - R; /* gate CTA */
-    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base); /* in flight while it waits */
+    const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base, p.sqrsum_in, t); /* in flight while it waits */
     if (p.epi != MHC_EPI_DELAYED && PROD != MHC_PROD_RES && p.res_out) { /* rows stored while the projection runs */
         small_with_src<PROD>(p, t, sm, [&](const auto &src) {
             uint4 r[4];
