@@ -171,27 +171,31 @@ __device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, s
 }
 
 /* Gate CTA: thread i < 4 S polls the record of producer (n-tile i / S, slice i % S) of
- * token t, its 6 mix partials (and sq from n-tile 0) as tagged words, one round trip per
- * look with every missing word in flight; once all have arrived it copies them into the
- * epilogue's staging buffer and zeroes the whole record for the next call on this
- * workspace. Each thread spins on its own record (no CTA barrier per look, which made
- * every look as slow as the slowest thread's round trip); one barrier at the end. */
+ * token t, its 6 mix partials (and sq from n-tile 0) as tagged words: each look loads all
+ * of them (one round trip; until session 22 a look loaded only the missing words, and
+ * each load's "missing" test waited for the load before it: up to 7 round trips per look)
+ * until every one carries the tag, then copies them into the epilogue's staging buffer and
+ * zeroes the whole record for the next call on this workspace. Each thread spins on its
+ * own record (no CTA barrier per look, which made every look as slow as the slowest
+ * thread's round trip); one barrier at the end. */
 __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     const int tid = threadIdx.x, S = p.plan.splits, n = NTILES * S;
     if (tid < n) {
         const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
         unsigned long long *rec = small_rec(p, t, nt, ks);
-        float v[TN + 1] = {};
-        unsigned have = 0;
-        while (have != (1u << nw) - 1u) {
+        unsigned long long x[TN + 1];
+        bool all;
+        do {
 #pragma unroll
-            for (int q = 0; q < TN + 1; ++q)
-                if (q < nw && !(have >> q & 1u) && dsv4_tagged_load(rec + q, &v[q])) have |= 1u << q;
-        }
+            for (int q = 0; q < TN + 1; ++q) x[q] = q < nw ? dsv4_tagged_look(rec + q) : 0ull;
+            all = true;
 #pragma unroll
-        for (int q = 0; q < TN; ++q) sm.part[ks][nt * TN + q] = v[q];
+            for (int q = 0; q < TN + 1; ++q) all = all && (q >= nw || dsv4_tagged_is_set(x[q]));
+        } while (!all);
+#pragma unroll
+        for (int q = 0; q < TN; ++q) sm.part[ks][nt * TN + q] = dsv4_tagged_value(x[q]);
         if (nt == 0) {
-            sm.part[ks][24] = v[TN];
+            sm.part[ks][24] = dsv4_tagged_value(x[TN]);
             sm.part[ks][25] = 0.0f;
         }
         uint4 *r4 = reinterpret_cast<uint4 *>(rec);

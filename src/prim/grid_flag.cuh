@@ -45,12 +45,17 @@ static __device__ __forceinline__ void dsv4_tagged_store(unsigned long long *w, 
     const unsigned long long x = (unsigned long long)DSV4_GRID_FLAG_SET << 32 | __float_as_uint(v);
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(w), "l"(x) : "memory");
 }
-/* One look at a tagged word (not cached in L1); true and the result in *v once it is set. */
-static __device__ __forceinline__ bool dsv4_tagged_load(const unsigned long long *w, float *v) {
+/* One look at a tagged word's 64 bits (not cached in L1). A reader issues every word of a
+ * look before it tests any (dsv4_tagged_is_set): a test between two loads makes the second
+ * wait for the first's round trip. */
+static __device__ __forceinline__ unsigned long long dsv4_tagged_look(const unsigned long long *w) {
     unsigned long long x;
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(x) : "l"(w) : "memory");
-    *v = __uint_as_float((unsigned)x);
+    return x;
+}
+static __device__ __forceinline__ bool dsv4_tagged_is_set(unsigned long long x) {
     return (unsigned)(x >> 32) == DSV4_GRID_FLAG_SET;
 }
+static __device__ __forceinline__ float dsv4_tagged_value(unsigned long long x) { return __uint_as_float((unsigned)x); }
 
 #endif /* DSV4_PRIM_GRID_FLAG_CUH */
