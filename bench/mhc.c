@@ -8,7 +8,8 @@
  *              The "warm L2" rows skip the flush (bench_time_warm): a decode step's x
  *              comes straight from the sublayer, so the flushed rows are the pessimistic
  *              bound of a latency that the warm rows bound from below.
- *   seam_route the small-T and tensor-core routes forced at T = 6, 12, 16.
+ *   seam_route the small-T and tensor-core routes forced at T = 6, 12, 16 (the issue's
+ *              comparison) and 24, 32, 48, 64 (where the crossover lies since session 22).
  *   post_sqrsum, collapse_norm, gates: the standalone ops at T = 8192 (copy ceiling).
  *
  * The seam and gates cases split fn once at setup (dsv4_mhc_fn_split) and pass fn_split,
@@ -334,6 +335,14 @@ SEAM_CASE(route_small_t12, 12, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
 SEAM_CASE(route_tc_t12, 12, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
 SEAM_CASE(route_small_t16, 16, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
 SEAM_CASE(route_tc_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t24, 24, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t24, 24, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t32, 32, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t32, 32, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t48, 48, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t48, 48, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+SEAM_CASE(route_small_t64, 64, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
+SEAM_CASE(route_tc_t64, 64, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
 
 /* ---- standalone ops at T = 8192 ------------------------------------------------------------- */
 typedef struct {
@@ -473,6 +482,14 @@ const bench_case_t bench_mhc_cases[] = {
     {"mhc_seam_route", "tensor-core T=12 H=5120", route_tc_t12},
     {"mhc_seam_route", "small-T T=16 H=5120", route_small_t16},
     {"mhc_seam_route", "tensor-core T=16 H=5120", route_tc_t16},
+    {"mhc_seam_route", "small-T T=24 H=5120", route_small_t24},
+    {"mhc_seam_route", "tensor-core T=24 H=5120", route_tc_t24},
+    {"mhc_seam_route", "small-T T=32 H=5120", route_small_t32},
+    {"mhc_seam_route", "tensor-core T=32 H=5120", route_tc_t32},
+    {"mhc_seam_route", "small-T T=48 H=5120", route_small_t48},
+    {"mhc_seam_route", "tensor-core T=48 H=5120", route_tc_t48},
+    {"mhc_seam_route", "small-T T=64 H=5120", route_small_t64},
+    {"mhc_seam_route", "tensor-core T=64 H=5120", route_tc_t64},
     {"mhc_post_sqrsum", "T=8192 H=5120", post_sqrsum_case},
     {"mhc_collapse", "norm T=8192 H=5120", collapse_case},
     {"mhc_gates", "T=8192 H=5120", gates_case},
