@@ -220,10 +220,12 @@ void test_seam_v4_gpu(th_ctx_t *t) {
 }
 
 /* Both routes on the same inputs: each passes its checks, and R_out and the un-normed
- * layer input are identical between them; the gate differences are printed. */
+ * layer input are identical between them; the gate differences are printed. T = 33 and 64
+ * force the small-T route past one wave of CTAs (626 and 1,168 at H = 5120 on 264 slots of
+ * the H200), where its gate CTAs wait on producers dispatched waves earlier. */
 void test_seam_routes_gpu(th_ctx_t *t) {
     static const int64_t cases[][2] = {{1, 5120}, {6, 5120}, {12, 5120}, {15, 5120}, {16, 5120},
-                                       {17, 5120}, {6, 4096}, {12, 7168}};
+                                       {17, 5120}, {33, 5120}, {64, 5120}, {6, 4096}, {12, 7168}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const int64_t T = cases[k][0], H = cases[k][1];
         mt_seam_in_t in;
