@@ -6,7 +6,8 @@
 //      one sum); the row pass gathers all 16 values (16 shuffles) and divides 4 values.
 //   C  every lane holds all 16 values: no shuffles after the first gather, 16 divisions
 //      per pass.
-//   F  A with __fdividef (not IEEE; only says what the divisions cost, never shipped).
+//   (Session 22 also ran F = A with __fdividef, not IEEE, to see what the divisions cost:
+//   102 cycles per pass; it is not kept here, being A's code with one call changed.)
 // Each warp runs N tokens back to back, each token's logits depending on the previous
 // result, and reports clock cycles per token; every variant's comb is compared bit for
 // bit with A over 2^20 random tokens (model-like logits and wide ones).
@@ -18,21 +19,6 @@
 #include <cstring>
 
 #include "mhc/mhc_device.cuh"
-
-static __device__ float sk_fastdiv(float L, int e, float eps, int iters) {
-    const int j = e >> 2, k = e & 3;
-    const float l0 = __shfl_sync(MHC_FULL_MASK, L, 4 * j, 16), l1 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 1, 16);
-    const float l2 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 2, 16), l3 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 3, 16);
-    const float mx = fmaxf(fmaxf(fmaxf(l0, l1), l2), l3);
-    const float ex = expf(__fsub_rn(L, mx));
-    float c = __fadd_rn(__fdividef(ex, mhc_row_sum(ex, j)), eps);
-    c = __fdividef(c, __fadd_rn(mhc_col_sum(c, k), eps));
-    for (int it = 1; it < iters; ++it) {
-        c = __fdividef(c, __fadd_rn(mhc_row_sum(c, j), eps));
-        c = __fdividef(c, __fadd_rn(mhc_col_sum(c, k), eps));
-    }
-    return c;
-}
 
 /* the softmax + eps of A, then C[j][k] of every lane's column k in col[0..3] */
 static __device__ __forceinline__ float sk_first(float L, int e, float eps) {
@@ -97,8 +83,7 @@ static __device__ float sk_full(float L, int e, float eps, int iters) {
 template <int V> static __device__ float sk(float L, int e, float eps, int iters) {
     if (V == 0) return mhc_sinkhorn_lane(L, e, eps, iters);
     if (V == 1) return sk_col(L, e, eps, iters);
-    if (V == 2) return sk_full(L, e, eps, iters);
-    return sk_fastdiv(L, e, eps, iters);
+    return sk_full(L, e, eps, iters);
 }
 
 /* warp w of the grid: tokens w, w + W, ...; chained: each token's logits get + 0 * the
@@ -163,6 +148,5 @@ int main() {
     variant<0>("A lane = element (library)", dL, dout, ref, nullptr, n, dcyc);
     variant<1>("B lane = column", dL, dout, hout, ref, n, dcyc);
     variant<2>("C lane = whole matrix", dL, dout, hout, ref, n, dcyc);
-    variant<3>("F A with __fdividef (not IEEE)", dL, dout, hout, ref, n, dcyc);
     return 0;
 }
