@@ -20,19 +20,9 @@
 
 #include "mhc/mhc_device.cuh"
 
-/* the softmax + eps of A, then C[j][k] of every lane's column k in col[0..3] */
-static __device__ __forceinline__ float sk_first(float L, int e, float eps) {
-    const int j = e >> 2;
-    const float l0 = __shfl_sync(MHC_FULL_MASK, L, 4 * j, 16), l1 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 1, 16);
-    const float l2 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 2, 16), l3 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 3, 16);
-    const float mx = fmaxf(fmaxf(fmaxf(l0, l1), l2), l3);
-    const float ex = expf(__fsub_rn(L, mx));
-    return __fadd_rn(__fdiv_rn(ex, mhc_row_sum(ex, j)), eps);
-}
-
 static __device__ float sk_col(float L, int e, float eps, int iters) {
     const int j = e >> 2, k = e & 3;
-    const float c0 = sk_first(L, e, eps);
+    const float c0 = mhc_sinkhorn_softmax(L, e, eps);
     float col[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) col[i] = __shfl_sync(MHC_FULL_MASK, c0, 4 * i + k, 16);
@@ -55,7 +45,7 @@ static __device__ float sk_col(float L, int e, float eps, int iters) {
 }
 
 static __device__ float sk_full(float L, int e, float eps, int iters) {
-    const float c0 = sk_first(L, e, eps);
+    const float c0 = mhc_sinkhorn_softmax(L, e, eps);
     float m[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) m[i] = __shfl_sync(MHC_FULL_MASK, c0, i, 16);

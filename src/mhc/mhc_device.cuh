@@ -224,15 +224,21 @@ static __device__ __forceinline__ float mhc_col_sum(float c, int k) {
                     __shfl_sync(MHC_FULL_MASK, c, 8 + k, 16), __shfl_sync(MHC_FULL_MASK, c, 12 + k, 16));
 }
 
-static __device__ __forceinline__ float mhc_sinkhorn_lane(float L, int e, float eps, int iters) {
-    const int j = e >> 2, k = e & 3;
+/* Sinkhorn's first step on lane e's element: the row softmax of the logits, then + eps
+ * (spec 3.4; the column normalisation follows). */
+static __device__ __forceinline__ float mhc_sinkhorn_softmax(float L, int e, float eps) {
+    const int j = e >> 2;
     const float l0 = __shfl_sync(MHC_FULL_MASK, L, 4 * j, 16), l1 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 1, 16);
     const float l2 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 2, 16), l3 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 3, 16);
     const float mx = fmaxf(fmaxf(fmaxf(l0, l1), l2), l3);
     const float ex = expf(__fsub_rn(L, mx));
-    /* softmax, then + eps, then the first column normalisation */
-    float c = __fadd_rn(__fdiv_rn(ex, mhc_row_sum(ex, j)), eps);
-    c = __fdiv_rn(c, __fadd_rn(mhc_col_sum(c, k), eps));
+    return __fadd_rn(__fdiv_rn(ex, mhc_row_sum(ex, j)), eps);
+}
+
+static __device__ __forceinline__ float mhc_sinkhorn_lane(float L, int e, float eps, int iters) {
+    const int j = e >> 2, k = e & 3;
+    float c = mhc_sinkhorn_softmax(L, e, eps);
+    c = __fdiv_rn(c, __fadd_rn(mhc_col_sum(c, k), eps)); /* the first column normalisation */
     for (int it = 1; it < iters; ++it) {
         c = __fdiv_rn(c, __fadd_rn(mhc_row_sum(c, j), eps));
         c = __fdiv_rn(c, __fadd_rn(mhc_col_sum(c, k), eps));

@@ -172,8 +172,7 @@ __device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, s
 
 /* Gate CTA: thread i < 4 S polls the record of producer (n-tile i / S, slice i % S) of
  * token t, its 6 mix partials (and sq from n-tile 0) as tagged words: each look loads all
- * of them (one round trip; until session 22 a look loaded only the missing words, and
- * each load's "missing" test waited for the load before it: up to 7 round trips per look)
+ * of them before testing any (one round trip per look, prim/grid_flag.cuh says why)
  * until every one carries the tag, then copies them into the epilogue's staging buffer and
  * zeroes the whole record for the next call on this workspace. Each thread spins on its
  * own record (no CTA barrier per look, which made every look as slow as the slowest
