@@ -380,12 +380,15 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     return !ok;
 }
 
-static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
-    const shape_t s = parse(name);
-    if (s.T < 1 || s.T > DC_TMAX || s.H > DC_HMAX) {
-        printf("%s %s: the decode world holds 1 to %d tokens of at most %d heads\n", op, name, DC_TMAX, DC_HMAX);
-        return 1;
-    }
+/* Every token's list lengths (host copies and device arrays): the world's 128 + 512, or
+ * fewer for the rows that sweep the tiles per CTA (the fixed cost of a decode call). */
+static int decode_set_lens(int lm, int le) {
+    for (int t = 0; t < DC_TMAX; ++t) dw.mlens_h[t] = lm, dw.elens_h[t] = le;
+    return bench_upload(dw.mlens, dw.mlens_h, DC_TMAX * 4) || bench_upload(dw.elens, dw.elens_h, DC_TMAX * 4);
+}
+
+/* One decode row with the lists as they are (parse(name) checked by run_decode). */
+static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, shape_t s) {
     if (!ctx->have_gpu) return decode_cpu(ctx, op, name, s);
     if (decode_world()) {
         printf("%s %s: setup failed\n", op, name);
@@ -442,7 +445,7 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
         printf("%s %s: %s\n", op, name, dsv4_last_error());
         return 1;
     }
-    const double n = 640.0;
+    const double n = s.w_main + s.w_extra;
     const double flops = 2048.0 * s.H * n * s.T;
     const double bytes = (double)s.T * (584.0 * n + 4.0 * n + 2.0 * s.H * 1024.0);
     /* Which ceiling binds: the larger of the two lower bounds on time. */
@@ -450,6 +453,25 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
     const bench_ceiling_t ceil = s.T == 1 ? BENCH_CEIL_LAUNCH : (t_mma > t_copy ? BENCH_CEIL_MMA : BENCH_CEIL_COPY);
     bench_report(ctx, op, name, config, &tm, bytes, flops, ceil, check);
     return strcmp(check, "fail") == 0;
+}
+
+static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
+    const shape_t s = parse(name);
+    if (s.T < 1 || s.T > DC_TMAX || s.H > DC_HMAX) {
+        printf("%s %s: the decode world holds 1 to %d tokens of at most %d heads\n", op, name, DC_TMAX, DC_HMAX);
+        return 1;
+    }
+    if (s.w_main < 0 || s.w_main > 128 || s.w_extra < 0 || s.w_extra > 512) {
+        printf("%s %s: the decode world's lists hold at most 128 + 512 ids\n", op, name);
+        return 1;
+    }
+    if (!ctx->have_gpu || (s.w_main == 128 && s.w_extra == 512)) return run_decode_lists(ctx, op, name, s);
+    if (decode_world() || decode_set_lens(s.w_main, s.w_extra)) {
+        printf("%s %s: setup failed\n", op, name);
+        return 1;
+    }
+    const int rc = run_decode_lists(ctx, op, name, s);
+    return decode_set_lens(128, 512) ? 1 : rc;
 }
 
 const bench_case_t bench_attention_cases[] = {
@@ -481,6 +503,11 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S4", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg5", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+512_cfg5_S4", run_decode},
+    /* T64's fixed cost: config 5, S = 2, 0 / 4 / 8 / 12 tiles per CTA (20 in the row above) */
+    {"sparse_mla_decode", "T64_H64_w0+0_cfg5_S2", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+0_cfg5_S2", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+128_cfg5_S2", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+256_cfg5_S2", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg2", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg4", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg5", run_decode},
