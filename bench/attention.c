@@ -508,6 +508,9 @@ const bench_case_t bench_attention_cases[] = {
     {"sparse_mla_decode", "T64_H64_w128+0_cfg5_S2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+128_cfg5_S2", run_decode},
     {"sparse_mla_decode", "T64_H64_w128+256_cfg5_S2", run_decode},
+    /* the same without partials and merge (S = 1: 0 / 8 tiles per CTA, 64 CTAs) */
+    {"sparse_mla_decode", "T64_H64_w0+0_cfg5_S1", run_decode},
+    {"sparse_mla_decode", "T64_H64_w128+0_cfg5_S1", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg2", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg4", run_decode},
     {"sparse_mla_decode", "T16_H64_w128+512_cfg5", run_decode},
