@@ -3,7 +3,7 @@
 // one CTA of W warps per SM; prints cycles per mma per warp (clock) and the SM's rate.
 // H200, CUDA 13 (session 15): dependent latency 24 cycles (C = 1); one warp with 4 chains
 // issues one every 6.3 cycles; 3 warps per scheduler with 4 chains, 18 cycles per mma per
-// warp (the pipe is full at ~625 TFLOP/s). docs/attention.md ("Session 15") uses this to
+// warp (the pipe is full at ~625 TFLOP/s). docs/history/attention-log.md, session 15, uses this to
 // say that prefill config 4's score warp (64 mma in 4 chains per tile, ~400 cycles alone)
 // is slowed by the other warps on its SM, not by its own chains. Build: nvcc -O3 -arch=sm_90.
 #include <cstdio>

@@ -5,7 +5,7 @@
 // stream, the next chunk's loads issued before this chunk's stores). B: 4x the bytes per
 // thread (128-token blocks, 2 tokens x 32 bytes of each stream). H200, CUDA 13 (session
 // 17): plain copy of the same bytes 21.0 us, A 18.4-18.5 us at S = 16-20, B 25-29 us.
-// docs/mhc.md ("How fast can a K1-shaped pass be") uses it to bound the T = 512 seam.
+// docs/history/mhc-log.md ("How fast can a K1-shaped pass be") uses it to bound the T = 512 seam.
 // Build: nvcc -O3 -arch=sm_90.
 #include <algorithm>
 #include <cstdio>

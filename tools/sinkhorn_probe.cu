@@ -11,7 +11,7 @@
 // Each warp runs N tokens back to back, each token's logits depending on the previous
 // result, and reports clock cycles per token; every variant's comb is compared bit for
 // bit with A over 2^20 random tokens (model-like logits and wide ones).
-// H200, CUDA 13 (session 22, docs/mhc.md): A 129 cycles per pass, B 325, C 984, F 102;
+// H200, CUDA 13 (session 22, docs/history/mhc-log.md): A 129 cycles per pass, B 325, C 984, F 102;
 // B and C bit-equal to A on all 16.8M values. A stays in the library.
 // Build: nvcc -O3 -arch=sm_90 -Iinclude -Isrc tools/sinkhorn_probe.cu
 #include <cstdio>

@@ -7,7 +7,7 @@
  * Why a second decomposition. The engine splits every product over 4 dim-slice warps,
  * so a tile's scores need a CTA-wide reduction and softmax between QK and PV (two CTA
  * barriers per tile), and each warp runs QK, softmax and PV of one tile in series: at
- * two CTAs per SM it stays under 25% of mma.sync (docs/attention.md, session 10's
+ * two CTAs per SM it stays under 25% of mma.sync (docs/history/attention-log.md, session 10's
  * barrier ablation). Here the roles are split so that QK of tile i + 1 runs while PV of
  * tile i does. A CTA of HC heads (MlaWsGeo: 32 in config 4, 64 in config 5) has
  *
@@ -43,7 +43,7 @@
  *
  * One (token, split, head group) per CTA, head group fastest. Partials of a split are
  * merged by the second-launch merge (no merge CTAs in this launch; a merge by the last
- * split's CTA measured slower, docs/attention.md session 18). A persistent version
+ * split's CTA measured slower, docs/history/attention-log.md, session 18). A persistent version
  * (each CTA walking items c, c + G, ... with its copies running ahead across item
  * boundaries) was 9-11% slower for prefill (session 11 run 4).
  *

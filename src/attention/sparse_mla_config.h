@@ -100,7 +100,7 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode config 6");
  * per SM (the split policy's wave is MLA_CFG_CTAS_PER_SM of the config). */
 #define MLA_TARGET_CTAS_PER_SM 2
 
-/* Auto decode config (docs/attention.md, "Session 20"): config 5 when 64 | H from
+/* Auto decode config (docs/history/attention-log.md, session 20): config 5 when 64 | H from
  * MLA_DECODE_WS64_MIN_T tokens on; else config 6 up to MLA_DECODE_SLICE8_MAX_T tokens
  * (16 heads, 8 dim slices: the most CTAs, the shortest per-warp chains); else, when
  * 32 | H, config 2 below MLA_DECODE_WS_MIN_T and config 4 from it on; else config 1.

@@ -1,7 +1,7 @@
 /*
  * Sparse MLA prefill, config 4 (the auto choice): the warp-specialised CTA of mla_ws.cuh
  * (decomposition, handoffs, numerics) over bf16 workspace rows. H200: 31-36% of mma.sync
- * against config 2's 22-25% (docs/attention.md, sessions 11 and 15).
+ * against config 2's 22-25% (docs/history/attention-log.md, sessions 11 and 15).
  *
  * Producer: the four PV warps are the slice groups of mla_prefill_rows.cuh. Each copies
  * its dims of tile i + 2 right after its PV of tile i, into the buffer tile i leaves,

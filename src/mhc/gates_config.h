@@ -58,7 +58,7 @@
 /* Chunks ahead of the register loads that the token inputs are prefetched into L2
  * (prefetch.global.L2). ncu on v6 (T = 8192 seam): 15 % of the stall samples waited on the
  * global loads of the next chunk, whose DRAM round trip the register prefetch of one chunk
- * does not cover at 2 CTAs per SM. Measured on the H200 in one run (docs/mhc.md, v7): 1 is
+ * does not cover at 2 CTAs per SM. Measured on the H200 in one run (docs/history/mhc-log.md, v7): 1 is
  * the best (seam T = 8192 435 -> 373 us, T = 2048 114 -> 105 us, T = 512 unchanged); 2 and 4
  * are slower than 1 at T >= 2048 (4 slower than none). */
 #ifndef MHC_TC_PREFETCH_CHUNKS
