@@ -71,9 +71,12 @@ static __device__ __forceinline__ float mla_add_sink(float L, const mla_row_sink
     return s.has ? __fadd_rn(L, mla_rescale(s.v, M)) : L;
 }
 
-/* out = L > 0 ? x / max(L, 1e-30) : 0 */
+/* out = L > 0 ? x / max(L, 1e-30) : 0. x = +0 returns before the division: __fdiv_rn's
+ * FCHK sends a zero x to its slow subroutine (prim/div.cuh), and +0 / L is +0. */
 static __device__ __forceinline__ float mla_normalize(float x, float L) {
-    return L > 0.0f ? __fdiv_rn(x, fmaxf(L, 1e-30f)) : 0.0f;
+    if (!(L > 0.0f)) return 0.0f;
+    if (__float_as_uint(x) == 0u) return x;
+    return __fdiv_rn(x, fmaxf(L, 1e-30f));
 }
 
 /* The same for a row's many x: its divisor prepared once (prim/div.cuh gives the bits of
