@@ -488,8 +488,8 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                     fast = fast && rd[j][half].fast;
 #pragma unroll
                     for (int nb = 0; nb < C::NBO; ++nb)
-                        fast = fast && dsv4_div_x_ok(__fmul_rn(f[j][half].w, o[mt][nb][2 * half])) &&
-                               dsv4_div_x_ok(__fmul_rn(f[j][half].w, o[mt][nb][2 * half + 1]));
+                        fast = fast && dsv4_div_in_window(__fmul_rn(f[j][half].w, o[mt][nb][2 * half])) &&
+                               dsv4_div_in_window(__fmul_rn(f[j][half].w, o[mt][nb][2 * half + 1]));
                 }
             fast = __all_sync(0xffffffffu, fast);
 #pragma unroll

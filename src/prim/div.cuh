@@ -8,8 +8,7 @@
  * that range the fast path is the IEEE quotient (Markstein's correction: e is exact
  * by FMA and r is within an ulp of 1/d). Here the refinement of r runs once per
  * divisor, each quotient costs 3 FFMAs, and the range is a fixed window instead of
- * FCHK: |x| and d in [2^-60, 2^60), where every intermediate is normal (and x = +0,
- * which the fast path gets right: dsv4_div_x_ok). Outside it the
+ * FCHK: |x| and d in [2^-60, 2^60), where every intermediate is normal. Outside it the
  * caller uses __fdiv_rn. tests/prim compares the two bit for bit on 2^22 random pairs
  * in four exponent bands (anywhere, d near 1, the window's edges, quotient near 1).
  */
@@ -34,15 +33,7 @@ static __device__ __forceinline__ bool dsv4_div_in_window(float x) {
     return (__float_as_uint(x) & 0x7FFFFFFFu) - 0x21800000u < 0x5D800000u - 0x21800000u;
 }
 
-/* x may take the fast path with a divisor in the window: |x| in the window, or x = +0,
- * whose fast path gives +0 = +0 / d (q0 = +0, e = -d * 0 + 0 = +0, q = +0). FCHK sends a
- * zero x to the slow subroutine, so an all-zero row (an empty key set) would otherwise
- * divide every element there. -0 is left out: its q0 is +0. */
-static __device__ __forceinline__ bool dsv4_div_x_ok(float x) {
-    return dsv4_div_in_window(x) || __float_as_uint(x) == 0u;
-}
-
-/* x / v.d, correctly rounded, when dsv4_div_x_ok(x) and v.d is in the window. */
+/* x / v.d, correctly rounded, when x and v.d are both in the window. */
 static __device__ __forceinline__ float dsv4_div_fast(float x, const dsv4_divisor &v) {
     const float q0 = __fmaf_rn(x, v.r, 0.0f);
     return __fmaf_rn(v.r, __fmaf_rn(-v.d, q0, x), q0);

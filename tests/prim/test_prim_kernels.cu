@@ -131,7 +131,7 @@ __global__ void div_kernel(const float *x, const float *d, float *fast, float *r
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const dsv4_divisor v = dsv4_divisor_make(d[i]);
-    fast[i] = dsv4_div_x_ok(x[i]) && dsv4_div_in_window(d[i]) ? dsv4_div_fast(x[i], v) : __fdiv_rn(x[i], d[i]);
+    fast[i] = dsv4_div_in_window(x[i]) && dsv4_div_in_window(d[i]) ? dsv4_div_fast(x[i], v) : __fdiv_rn(x[i], d[i]);
     ref[i] = __fdiv_rn(x[i], d[i]);
 }
 
