@@ -254,6 +254,7 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
  * workspace for the partials of up to DC_WS_ROWS (token, split, head) rows (T = 64 at
  * 32 splits of 64 heads; larger T runs with few splits). */
 enum { DC_P = 64, DC_PAGES = 2048, DC_STRIDE = 37440, SW_P = 32, SW_STRIDE = 19008, DC_TMAX = 384, DC_HMAX = 64 };
+enum { DC_WM = 128, DC_WE = 512 }; /* every token's list widths: window, compressed top-k */
 enum { DC_WS_ROWS = 64 * DSV4_MLA_MAX_SPLITS * DC_HMAX };
 
 typedef struct {
@@ -290,13 +291,20 @@ static void fill_records(uint8_t *c, int64_t pages, int64_t P, int64_t stride) {
         }
 }
 
+/* Every token's list lengths (host copies and device arrays): the world's DC_WM + DC_WE, or
+ * fewer for the rows that sweep the tiles per CTA (the fixed cost of a decode call). */
+static int decode_set_lens(int lm, int le) {
+    for (int t = 0; t < DC_TMAX; ++t) dw.mlens_h[t] = lm, dw.elens_h[t] = le;
+    return bench_upload(dw.mlens, dw.mlens_h, DC_TMAX * 4) || bench_upload(dw.elens, dw.elens_h, DC_TMAX * 4);
+}
+
 static int decode_world(void) {
     if (dw.ready) return 0;
     const size_t cc_bytes = (size_t)DC_PAGES * DC_STRIDE, sw_pages = DC_TMAX * 5, sw_bytes = sw_pages * SW_STRIDE;
     const size_t qn = (size_t)DC_TMAX * DC_HMAX * 512;
     dw.cc_h = malloc(cc_bytes), dw.sw_h = malloc(sw_bytes), dw.q_h = malloc(qn * 2), dw.sink_h = malloc(DC_HMAX * 4);
-    dw.mids_h = malloc(DC_TMAX * 128 * 4), dw.mlens_h = malloc(DC_TMAX * 4);
-    dw.eids_h = malloc(DC_TMAX * 512 * 4), dw.elens_h = malloc(DC_TMAX * 4);
+    dw.mids_h = malloc(DC_TMAX * DC_WM * 4), dw.mlens_h = malloc(DC_TMAX * 4);
+    dw.eids_h = malloc(DC_TMAX * DC_WE * 4), dw.elens_h = malloc(DC_TMAX * 4);
     if (!dw.cc_h || !dw.sw_h || !dw.q_h || !dw.sink_h || !dw.mids_h || !dw.eids_h) return 1;
     fill_records(dw.cc_h, DC_PAGES, DC_P, DC_STRIDE);
     fill_records(dw.sw_h, (int64_t)sw_pages, SW_P, SW_STRIDE);
@@ -307,22 +315,20 @@ static int decode_world(void) {
      * top-k = 512 random slots of the whole cache. */
     for (int t = 0; t < DC_TMAX; ++t) {
         const int first = t * 5 * SW_P + 17; /* a window that starts mid-page */
-        for (int j = 0; j < 128; ++j) dw.mids_h[t * 128 + j] = first + j;
-        dw.mlens_h[t] = 128;
-        for (int j = 0; j < 512; ++j) dw.eids_h[t * 512 + j] = (int32_t)(rnd() % ((uint64_t)DC_PAGES * DC_P));
-        dw.elens_h[t] = 512;
+        for (int j = 0; j < DC_WM; ++j) dw.mids_h[t * DC_WM + j] = first + j;
+        for (int j = 0; j < DC_WE; ++j) dw.eids_h[t * DC_WE + j] = (int32_t)(rnd() % ((uint64_t)DC_PAGES * DC_P));
     }
     dw.cc = bench_dev_alloc(cc_bytes), dw.sw = bench_dev_alloc(sw_bytes), dw.q = bench_dev_alloc(qn * 2);
     dw.out = bench_dev_alloc(qn * 2), dw.sink = bench_dev_alloc(DC_HMAX * 4);
-    dw.mids = bench_dev_alloc(DC_TMAX * 128 * 4), dw.mlens = bench_dev_alloc(DC_TMAX * 4);
-    dw.eids = bench_dev_alloc(DC_TMAX * 512 * 4), dw.elens = bench_dev_alloc(DC_TMAX * 4);
+    dw.mids = bench_dev_alloc(DC_TMAX * DC_WM * 4), dw.mlens = bench_dev_alloc(DC_TMAX * 4);
+    dw.eids = bench_dev_alloc(DC_TMAX * DC_WE * 4), dw.elens = bench_dev_alloc(DC_TMAX * 4);
     dw.ws_bytes = (size_t)DC_WS_ROWS * 515 * 4;
     dw.ws = bench_dev_alloc(dw.ws_bytes);
     if (!dw.cc || !dw.sw || !dw.q || !dw.out || !dw.sink || !dw.mids || !dw.eids || !dw.ws) return 1;
     if (bench_upload(dw.cc, dw.cc_h, cc_bytes) || bench_upload(dw.sw, dw.sw_h, sw_bytes) ||
         bench_upload(dw.q, dw.q_h, qn * 2) || bench_upload(dw.sink, dw.sink_h, DC_HMAX * 4) ||
-        bench_upload(dw.mids, dw.mids_h, DC_TMAX * 128 * 4) || bench_upload(dw.mlens, dw.mlens_h, DC_TMAX * 4) ||
-        bench_upload(dw.eids, dw.eids_h, DC_TMAX * 512 * 4) || bench_upload(dw.elens, dw.elens_h, DC_TMAX * 4))
+        bench_upload(dw.mids, dw.mids_h, DC_TMAX * DC_WM * 4) ||
+        bench_upload(dw.eids, dw.eids_h, DC_TMAX * DC_WE * 4) || decode_set_lens(DC_WM, DC_WE))
         return 1;
     dw.ready = 1;
     return 0;
@@ -344,11 +350,11 @@ static void decode_desc(dsv4_sparse_mla_decode_desc_t *d, int T, int H, int cfg,
     memset(d, 0, sizeof *d);
     d->num_tokens = T, d->num_heads = H, d->config = cfg, d->num_splits = S;
     if (merge) d->sm_count = merge == 2 ? 1 << 16 : 1;
-    d->main.width = 128;
+    d->main.width = DC_WM;
     d->main.cache.page_tokens = SW_P, d->main.cache.page_stride_bytes = SW_STRIDE;
     d->main.cache.num_pages = DC_TMAX * 5;
     d->has_extra = 1;
-    d->extra.width = 512;
+    d->extra.width = DC_WE;
     d->extra.cache.page_tokens = DC_P, d->extra.cache.page_stride_bytes = DC_STRIDE;
     d->extra.cache.num_pages = DC_PAGES;
 }
@@ -378,13 +384,6 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
     free(cache), free(q), free(out);
     return !ok;
-}
-
-/* Every token's list lengths (host copies and device arrays): the world's 128 + 512, or
- * fewer for the rows that sweep the tiles per CTA (the fixed cost of a decode call). */
-static int decode_set_lens(int lm, int le) {
-    for (int t = 0; t < DC_TMAX; ++t) dw.mlens_h[t] = lm, dw.elens_h[t] = le;
-    return bench_upload(dw.mlens, dw.mlens_h, DC_TMAX * 4) || bench_upload(dw.elens, dw.elens_h, DC_TMAX * 4);
 }
 
 /* One decode row with the lists as they are (parse(name) checked by run_decode). */
@@ -424,8 +423,8 @@ static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, 
                            (size_t)s.H * 512 * 2);
             dsv4_sparse_mla_decode_desc_t one = st.d;
             one.num_tokens = 1;
-            dsv4_sparse_mla_decode_args_t a = {dw.q_h + (size_t)t * s.H * 512, dw.sw_h, dw.mids_h + t * 128,
-                                               dw.mlens_h + t, dw.cc_h, dw.eids_h + t * 512, dw.elens_h + t,
+            dsv4_sparse_mla_decode_args_t a = {dw.q_h + (size_t)t * s.H * 512, dw.sw_h, dw.mids_h + t * DC_WM,
+                                               dw.mlens_h + t, dw.cc_h, dw.eids_h + t * DC_WE, dw.elens_h + t,
                                                dw.sink_h, tmp, ref + (size_t)k * s.H * 512, NULL};
             ok &= dsv4_sparse_mla_decode_ref(&one, &a) == DSV4_STATUS_SUCCESS;
         }
@@ -461,17 +460,17 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
         printf("%s %s: the decode world holds 1 to %d tokens of at most %d heads\n", op, name, DC_TMAX, DC_HMAX);
         return 1;
     }
-    if (s.w_main < 0 || s.w_main > 128 || s.w_extra < 0 || s.w_extra > 512) {
-        printf("%s %s: the decode world's lists hold at most 128 + 512 ids\n", op, name);
+    if (s.w_main < 0 || s.w_main > DC_WM || s.w_extra < 0 || s.w_extra > DC_WE) {
+        printf("%s %s: the decode world's lists hold at most %d + %d ids\n", op, name, DC_WM, DC_WE);
         return 1;
     }
-    if (!ctx->have_gpu || (s.w_main == 128 && s.w_extra == 512)) return run_decode_lists(ctx, op, name, s);
+    if (!ctx->have_gpu || (s.w_main == DC_WM && s.w_extra == DC_WE)) return run_decode_lists(ctx, op, name, s);
     if (decode_world() || decode_set_lens(s.w_main, s.w_extra)) {
         printf("%s %s: setup failed\n", op, name);
         return 1;
     }
     const int rc = run_decode_lists(ctx, op, name, s);
-    return decode_set_lens(128, 512) ? 1 : rc;
+    return decode_set_lens(DC_WM, DC_WE) ? 1 : rc;
 }
 
 const bench_case_t bench_attention_cases[] = {
