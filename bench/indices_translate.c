@@ -198,7 +198,7 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
     idxb_rot_free(rot, sizeof s, nrot, off);
     if (st == DSV4_STATUS_SUCCESS) {
         char shape[240];
-        snprintf(shape, sizeof shape, "K=%lld bs=%d table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d",
+        snprintf(shape, sizeof shape, "K=%lld bs=%d block_table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d",
                  (long long)K, TT_BS, TT_WIDTH, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
@@ -309,7 +309,7 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
     }
     if (bench_time(ctx, dsw_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         const double writes = 4.0 * (double)(T * 128 + T);
-        idxb_report(ctx, op, name, "W=128 P=64 table_width=2048 one token per request", &tm,
+        idxb_report(ctx, op, name, "W=128 P=64 block_table_width=2048 one token per request", &tm,
                     writes + 12.0 * (double)T + 4.0 * 3 * (double)T, writes, BENCH_CEIL_LAUNCH, check);
     } else {
         printf("%s %s: %s\n", op, name, dsv4_last_error());

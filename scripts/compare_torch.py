@@ -479,21 +479,21 @@ def cases(d, dev, small):
     T_idx = S(8192, 256)
     for K in (512, 2048):
         def chk(s):
-            a = d.topk_translate(s["topk"], s["t2r"], s["table"], s["valid"], block_size=s["bs"])
+            a = d.topk_translate(s["topk"], s["t2r"], s["table"], s["valid"], page_tokens=s["bs"])
             b = t_translate(s["topk"], s["t2r"], s["table"], s["valid"], s["bs"])
             return merge(exact(a[0], b[0], "indices"), exact(a[1], b[1], "lens"))
         out.append(Case("topk_translate", f"T={T_idx} K={K}", lambda K=K: translate_setup(T_idx, K),
-                        lambda s: d.topk_translate(s["topk"], s["t2r"], s["table"], s["valid"], block_size=s["bs"]),
+                        lambda s: d.topk_translate(s["topk"], s["t2r"], s["table"], s["valid"], page_tokens=s["bs"]),
                         lambda s: t_translate(s["topk"], s["t2r"], s["table"], s["valid"], s["bs"]), chk,
                         "gather of the block table + where + sum"))
 
     def chk_packed(s):
-        a = d.topk_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], block_size=s["bs"])
+        a = d.topk_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], page_tokens=s["bs"])
         b = t_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], s["bs"])
         n = int(b[1][-1])
         return merge(exact(a[0], b[0], "lens"), exact(a[1], b[1], "indptr"), exact(a[2][:n], b[2], "packed"))
     out.append(Case("topk_translate_packed", f"T={T_idx} K=512", lambda: translate_setup(T_idx, 512),
-                    lambda s: d.topk_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], block_size=s["bs"]),
+                    lambda s: d.topk_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], page_tokens=s["bs"]),
                     lambda s: t_translate_packed(s["topk"], s["t2r"], s["table"], s["valid"], s["bs"]), chk_packed,
                     "t_translate + cumsum + boolean-mask pack"))
 
@@ -534,12 +534,12 @@ def cases(d, dev, small):
                     table=torch.randint(0, 100000, (R, width), device=dev, generator=g, dtype=torch.int32), P=P)
 
     def chk_dswa(s):
-        a = d.decode_swa_indices(s["t2r"], s["pos"], s["valid"], s["table"], window=128, page_size=s["P"])
+        a = d.decode_swa_indices(s["t2r"], s["pos"], s["valid"], s["table"], window=128, page_tokens=s["P"])
         b = t_decode_swa(s["t2r"], s["pos"], s["valid"], s["table"], 128, s["P"])
         return merge(exact(a[0], b[0], "indices"), exact(a[1], b[1], "lens"))
     out.append(Case("decode_swa_indices", f"T={S(2048, 128)} W=128 P=64", lambda: dswa_setup(S(2048, 128)),
                     lambda s: d.decode_swa_indices(s["t2r"], s["pos"], s["valid"], s["table"], window=128,
-                                                   page_size=s["P"]),
+                                                   page_tokens=s["P"]),
                     lambda s: t_decode_swa(s["t2r"], s["pos"], s["valid"], s["table"], 128, s["P"]), chk_dswa,
                     "arange/where chain + block-table gather"))
 

@@ -47,18 +47,19 @@
  * DSV4_STATUS_WORKSPACE_TOO_SMALL. All checks run before anything is enqueued, and a
  * failing call writes nothing. dsv4_last_error() names the op, the field and the value.
  *
- * Kernel configs (the `config` field; 0 picks one, see the plan functions):
- *   1  16 heads per CTA, 4 warps (each: 16 heads x 128 dims)
- *   2  32 heads per CTA, 4 warps (each: 32 heads x 128 dims)
- *   3  32 heads per CTA, 8 warps (each: 16 heads x 128 dims)
- *   4  32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads x 512 dims,
- *      4 PV warps of 32 heads x 128 dims); decode partials always merge in a second
- *      launch (plan.merge 1)
- *   5  decode only: 64 heads per CTA, 12 warps in the same two roles (4 score warps,
- *      8 PV warps of 64 heads x 64 dims), one CTA per SM; a second-launch merge too;
- *      prefill -> DSV4_STATUS_UNSUPPORTED
- *   6  decode only: 16 heads per CTA, 8 warps (each: 16 heads x 64 dims); prefill ->
- *      DSV4_STATUS_UNSUPPORTED
+ * Kernel configurations (the `config` field, dsv4_mla_config_t; 0 picks one, see the
+ * plan functions; dsv4_mla_config_name gives the short names used in benchmark cases):
+ *   H16W4  16 heads per CTA, 4 warps (each: 16 heads x 128 dims)
+ *   H32W4  32 heads per CTA, 4 warps (each: 32 heads x 128 dims)
+ *   H32W8  32 heads per CTA, 8 warps (each: 16 heads x 128 dims)
+ *   WS32   32 heads per CTA, 6 warps in two roles (2 score warps of 16 heads x 512 dims,
+ *          4 PV warps of 32 heads x 128 dims); decode partials always merge in a second
+ *          launch (plan.merge 1)
+ *   WS64   decode only: 64 heads per CTA, 12 warps in the same two roles (4 score warps,
+ *          8 PV warps of 64 heads x 64 dims), one CTA per SM; a second-launch merge too;
+ *          prefill -> DSV4_STATUS_UNSUPPORTED
+ *   H16W8  decode only: 16 heads per CTA, 8 warps (each: 16 heads x 64 dims); prefill ->
+ *          DSV4_STATUS_UNSUPPORTED
  * All use tiles of 16 keys and at most 48 KB of shared memory per CTA.
  */
 #ifndef DSV4_ATTENTION_H
@@ -78,6 +79,20 @@ extern "C" {
 #define DSV4_MLA_DEFAULT_SCALE 0.044194173824159216f /* 512^-0.5, fp32 0x3D3504F3 */
 #define DSV4_MLA_MAX_SPLITS 32
 #define DSV4_MLA_NUM_CONFIGS 6
+
+typedef enum dsv4_mla_config {
+    DSV4_MLA_CONFIG_AUTO = 0,
+    DSV4_MLA_CONFIG_H16W4 = 1,
+    DSV4_MLA_CONFIG_H32W4 = 2,
+    DSV4_MLA_CONFIG_H32W8 = 3,
+    DSV4_MLA_CONFIG_WS32 = 4,
+    DSV4_MLA_CONFIG_WS64 = 5,
+    DSV4_MLA_CONFIG_H16W8 = 6
+} dsv4_mla_config_t;
+
+/* "h16w4", "h32w4", "h32w8", "ws32", "ws64", "h16w8" for configs 1 .. 6, "auto" for 0,
+ * NULL otherwise. */
+const char *dsv4_mla_config_name(int64_t config);
 
 /* ================================================================================== */
 /* Sparse MLA decode over paged fp8_ds_mla caches                                      */
@@ -119,7 +134,7 @@ typedef struct dsv4_sparse_mla_decode_desc {
     float scale;              /* softmax scale; 0 means DSV4_MLA_DEFAULT_SCALE            */
     int64_t num_splits;       /* split-KV count S: 0 picks one, else 1 .. 32              */
     int force_merge;          /* 1: write partials and merge even when S == 1 (tests)     */
-    int64_t config;           /* 0 picks one, else 1 .. DSV4_MLA_NUM_CONFIGS              */
+    int64_t config;           /* dsv4_mla_config_t: 0 picks one                           */
     int64_t sm_count;         /* SMs to plan for; 0: the current device's                  */
 } dsv4_sparse_mla_decode_desc_t;
 
@@ -140,7 +155,7 @@ typedef struct dsv4_sparse_mla_decode_args {
 
 /* What the run call will do for a descriptor (the split policy and config choice). */
 typedef struct dsv4_sparse_mla_plan {
-    int64_t config;          /* 1 .. DSV4_MLA_NUM_CONFIGS                                */
+    int64_t config;          /* dsv4_mla_config_t, 1 .. DSV4_MLA_NUM_CONFIGS              */
     int64_t heads_per_cta;
     int64_t warps;
     int64_t rows_per_tile;   /* keys per tile                                            */
@@ -164,7 +179,7 @@ typedef struct dsv4_sparse_mla_plan {
  * spec, then T*S*H 32-bit completion flags ([T, H, S]): T*S*H*515*4 bytes in all.
  *
  * Merge: with merge = 2 (the plan's choice when the T * H / (warps / 4) merge CTAs fit
- * one wave of two CTAs per SM, e.g. T = 1..8; never with configs 4 and 5) the merge CTAs
+ * one wave of two CTAs per SM, e.g. T = 1..8; never with WS32 and WS64) the merge CTAs
  * follow the attention CTAs in the same launch. Each waits for its row's S flags, which
  * the split CTAs set after their partials, and stores 0 back, so every call leaves the
  * flags at 0: the workspace needs no clearing, and may hold anything before the first
@@ -175,12 +190,12 @@ typedef struct dsv4_sparse_mla_plan {
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= R * sm_count (one wave at R
- * resident CTAs per SM: 2, or 1 for config 5) and S <= 32, the smallest S whose splits
+ * resident CTAs per SM: 2, or 1 for WS64) and S <= 32, the smallest S whose splits
  * have the fewest 16-key tiles, ceil((ceil(main.width / S) + ceil(extra.width / S)) /
  * 16): more splits than that only add merge work.
  *
- * Auto config (config = 0): 5 when 64 divides H and T >= 8; otherwise 6 when T <= 8,
- * 1 when 32 does not divide H, 2 when T < 16, else 4.
+ * Auto config (config = 0): WS64 when 64 divides H and T >= 8; otherwise H16W8 when
+ * T <= 8, H16W4 when 32 does not divide H, H32W4 when T < 16, else WS32.
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);
@@ -213,7 +228,7 @@ typedef struct dsv4_sparse_mla_prefill_desc {
     int64_t width;            /* C: columns of the index tensor, 1 .. 2^20                */
     int64_t ids_stride;       /* row stride of the index tensor in elements; 0: C         */
     float scale;              /* 0 means DSV4_MLA_DEFAULT_SCALE                           */
-    int64_t config;           /* 0 picks one, else 1 .. DSV4_MLA_NUM_CONFIGS              */
+    int64_t config;           /* dsv4_mla_config_t: 0 picks one                           */
 } dsv4_sparse_mla_prefill_desc_t;
 
 typedef struct dsv4_sparse_mla_prefill_args {
@@ -227,8 +242,8 @@ typedef struct dsv4_sparse_mla_prefill_args {
     double *ref_lse;          /* reference only, optional: [T, H]                         */
 } dsv4_sparse_mla_prefill_args_t;
 
-/* Prefill never splits: plan.num_splits = 1, merge = 0, workspace 0. Config 0 picks 4
- * when 32 divides H, else 1. */
+/* Prefill never splits: plan.num_splits = 1, merge = 0, workspace 0. Config 0 picks
+ * WS32 when 32 divides H, else H16W4. */
 dsv4_status_t dsv4_sparse_mla_prefill_check(const dsv4_sparse_mla_prefill_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_prefill_plan(const dsv4_sparse_mla_prefill_desc_t *desc,
                                            dsv4_sparse_mla_plan_t *plan);

@@ -43,25 +43,25 @@ extern "C" {
  *
  *   for each token t:  req = token_to_req[t], count = 0
  *     for j in 0..K-1: v = topk_indices[t, j]
- *       if req outside [0, num_reqs) or v < 0 or v / block_size >= table_width:
+ *       if req outside [0, num_reqs) or v < 0 or v / page_tokens >= block_table_width:
  *            global[t, j] = -1
- *       else global[t, j] = block_table[req, v / block_size] * block_size + v % block_size
+ *       else global[t, j] = block_table[req, v / page_tokens] * page_tokens + v % page_tokens
  *            count += 1
  *     lens[t] = (is_valid_token[t] && req inside [0, num_reqs)) ? count : 0
  *
  * Consumers read global[t, 0 : lens[t]]; lens counts valid entries anywhere in the row, so
  * this is right under the prefix contract (valid entries first, then -1). Translated entries
  * are written for invalid tokens too (only their lens is 0).
- * Library choices: v / block_size >= table_width gives -1 and is not counted (upstream reads
+ * Library choices: v / page_tokens >= block_table_width gives -1 and is not counted (upstream reads
  * past the table row); a token whose req is outside [0, num_reqs) gets a -1 row and lens 0.
  * Block-table entries are used as given.
  *
  * Shapes: topk_indices [T, K] (row stride topk_stride), token_to_req [T], block_table
- * [num_reqs, table_width] (row stride table_stride), is_valid_token [T] bytes;
+ * [num_reqs, block_table_width] (row stride block_table_stride), is_valid_token [T] bytes;
  * global_indices [T, K] (row stride out_stride), lens [T].
  *
  * Errors: DSV4_STATUS_INVALID_VALUE for num_tokens outside [0, 2^31-1], topk outside
- * [0, 2^24], num_reqs or table_width outside [1, 2^30], block_size outside [1, 2^31-1], a
+ * [0, 2^24], num_reqs or block_table_width outside [1, 2^30], page_tokens outside [1, 2^31-1], a
  * stride below its row width or whose extent overflows; NULL_POINTER / MISALIGNED for
  * pointers; NULL_POINTER for a NULL stream.
  */
@@ -69,17 +69,17 @@ typedef struct dsv4_topk_translate_desc {
     int64_t num_tokens;   /* T                                                            */
     int64_t topk;         /* K: columns of topk_indices and global_indices                */
     int64_t num_reqs;     /* R: rows of block_table                                       */
-    int64_t table_width;  /* pages per block-table row                                    */
-    int64_t block_size;   /* bs: slots per page of the compressed cache (block size // r) */
+    int64_t block_table_width;  /* pages per block-table row                                    */
+    int64_t page_tokens;        /* P: slots per page of the compressed cache        */
     int64_t topk_stride;  /* row stride of topk_indices, >= K; 0 means K                  */
-    int64_t table_stride; /* row stride of block_table, >= table_width; 0 means the width */
+    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0 means the width */
     int64_t out_stride;   /* row stride of global_indices, >= K; 0 means K (unused by _packed) */
 } dsv4_topk_translate_desc_t;
 
 typedef struct dsv4_topk_translate_args {
     const int32_t *topk_indices;   /* [T, topk_stride] local compressed indices             */
     const int32_t *token_to_req;   /* [T]                                                   */
-    const int32_t *block_table;    /* [R, table_stride] physical page of each logical page  */
+    const int32_t *block_table;    /* [R, block_table_stride] physical page of each logical page  */
     const uint8_t *is_valid_token; /* [T] (slot_mapping >= 0)                               */
     int32_t *global_indices;       /* [T, out_stride] out: columns [0, K) of each row        */
     int32_t *lens;                 /* [T] out                                               */
@@ -111,7 +111,7 @@ typedef dsv4_topk_translate_desc_t dsv4_topk_translate_packed_desc_t;
 typedef struct dsv4_topk_translate_packed_args {
     const int32_t *topk_indices;   /* [T, topk_stride]                                      */
     const int32_t *token_to_req;   /* [T]                                                   */
-    const int32_t *block_table;    /* [R, table_stride]                                     */
+    const int32_t *block_table;    /* [R, block_table_stride]                                     */
     const uint8_t *is_valid_token; /* [T]                                                   */
     int32_t *lens;                 /* [T] out                                               */
     int32_t *indptr;               /* [T+1] out                                             */
@@ -211,30 +211,30 @@ dsv4_status_t dsv4_combine_topk_swa_ref(const dsv4_combine_topk_swa_desc_t *desc
  *   for each decode token t: req = token_to_req[t], pos = positions[t]
  *     len = (req inside [0, num_reqs) and pos >= 0) ? min(pos + 1, window) : 0
  *     for j < len:  q = pos - len + 1 + j      (positions max(pos-W+1, 0) .. pos, ascending)
- *                   out[t, j] = (q / page_size < table_width)
- *                             ? block_table[req, q / page_size] * page_size + q % page_size : -1
+ *                   out[t, j] = (q / page_tokens < block_table_width)
+ *                             ? block_table[req, q / page_tokens] * page_tokens + q % page_tokens : -1
  *     for j >= len: out[t, j] = -1
  *     swa_lens[t] = is_valid_token[t] ? len : 0
  *
  * positions[t] is the token's absolute position, seq_len - query_len + i for the i-th token
  * of its request. The row is written for invalid tokens too (only the length is 0).
- * Library choices: a page past table_width gives -1 but keeps its column and is counted
+ * Library choices: a page past block_table_width gives -1 but keeps its column and is counted
  * (as the combine's validity filter); a req outside [0, num_reqs) or a negative position
  * gives an all -1 row and length 0.
  *
  * Shapes: token_to_req [T], positions [T], is_valid_token [T] bytes, block_table
- * [num_reqs, table_width] (row stride table_stride); swa_indices [T, window] (row stride
+ * [num_reqs, block_table_width] (row stride block_table_stride); swa_indices [T, window] (row stride
  * out_stride; the [T, 1, W] tensor of upstream), swa_lens [T].
- * Errors (INVALID_VALUE): num_tokens outside [0, 2^31-1]; num_reqs or table_width outside
- * [1, 2^30]; window outside [1, 2^20]; page_size outside [1, 2^31-1]; strides too small.
+ * Errors (INVALID_VALUE): num_tokens outside [0, 2^31-1]; num_reqs or block_table_width outside
+ * [1, 2^30]; window outside [1, 2^20]; page_tokens outside [1, 2^31-1]; strides too small.
  */
 typedef struct dsv4_decode_swa_indices_desc {
     int64_t num_tokens;   /* T_dec                                             */
     int64_t num_reqs;     /* R: rows of block_table                            */
     int64_t window;       /* W: columns of swa_indices                         */
-    int64_t page_size;    /* P: slots per page of the SWA cache                */
-    int64_t table_width;  /* pages per block-table row                         */
-    int64_t table_stride; /* row stride of block_table, >= table_width; 0: width */
+    int64_t page_tokens;    /* P: slots per page of the SWA cache                */
+    int64_t block_table_width;  /* pages per block-table row                         */
+    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0: width */
     int64_t out_stride;   /* row stride of swa_indices, >= window; 0 means W   */
 } dsv4_decode_swa_indices_desc_t;
 
@@ -242,7 +242,7 @@ typedef struct dsv4_decode_swa_indices_args {
     const int32_t *token_to_req;   /* [T]                                    */
     const int32_t *positions;      /* [T] absolute position of each token    */
     const uint8_t *is_valid_token; /* [T]                                    */
-    const int32_t *block_table;    /* [R, table_stride] SWA block table      */
+    const int32_t *block_table;    /* [R, block_table_stride] SWA block table      */
     int32_t *swa_indices;          /* [T, out_stride] out: columns [0, W)    */
     int32_t *swa_lens;             /* [T] out                                */
 } dsv4_decode_swa_indices_args_t;

@@ -35,6 +35,13 @@ DSV4_STATUS_WORKSPACE_TOO_SMALL = 5  # dsv4.h
 DSV4_STATUS_NO_DEVICE = 6  # dsv4.h
 DSV4_STATUS_CUDA_ERROR = 7  # dsv4.h
 DSV4_STATUS_INTERNAL = 8  # dsv4.h
+DSV4_MLA_CONFIG_AUTO = 0  # attention.h
+DSV4_MLA_CONFIG_H16W4 = 1  # attention.h
+DSV4_MLA_CONFIG_H32W4 = 2  # attention.h
+DSV4_MLA_CONFIG_H32W8 = 3  # attention.h
+DSV4_MLA_CONFIG_WS32 = 4  # attention.h
+DSV4_MLA_CONFIG_WS64 = 5  # attention.h
+DSV4_MLA_CONFIG_H16W8 = 6  # attention.h
 DSV4_COMBINE_V4_1 = 0  # indices.h
 DSV4_COMBINE_V4 = 1  # indices.h
 DSV4_MHC_V41 = 0  # mhc.h
@@ -164,10 +171,10 @@ class dsv4_topk_translate_desc_t(ctypes.Structure):
         ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
         ("topk", ctypes.c_int64),  # int64_t topk
         ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
-        ("table_width", ctypes.c_int64),  # int64_t table_width
-        ("block_size", ctypes.c_int64),  # int64_t block_size
+        ("block_table_width", ctypes.c_int64),  # int64_t block_table_width
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
         ("topk_stride", ctypes.c_int64),  # int64_t topk_stride
-        ("table_stride", ctypes.c_int64),  # int64_t table_stride
+        ("block_table_stride", ctypes.c_int64),  # int64_t block_table_stride
         ("out_stride", ctypes.c_int64),  # int64_t out_stride
     ]
 
@@ -230,9 +237,9 @@ class dsv4_decode_swa_indices_desc_t(ctypes.Structure):
         ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
         ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
         ("window", ctypes.c_int64),  # int64_t window
-        ("page_size", ctypes.c_int64),  # int64_t page_size
-        ("table_width", ctypes.c_int64),  # int64_t table_width
-        ("table_stride", ctypes.c_int64),  # int64_t table_stride
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("block_table_width", ctypes.c_int64),  # int64_t block_table_width
+        ("block_table_stride", ctypes.c_int64),  # int64_t block_table_stride
         ("out_stride", ctypes.c_int64),  # int64_t out_stride
     ]
 
@@ -564,6 +571,7 @@ PROTOTYPES = {
     "dsv4_last_error": (ctypes.c_char_p, []),
     "dsv4_device_count": (ctypes.c_int, [ctypes.c_void_p]),
     "dsv4_device_query": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(dsv4_device_info_t)]),
+    "dsv4_mla_config_name": (ctypes.c_char_p, [ctypes.c_int64]),
     "dsv4_sparse_mla_decode_check": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_decode_desc_t)]),
     "dsv4_sparse_mla_decode_plan": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_decode_desc_t), ctypes.POINTER(dsv4_sparse_mla_plan_t)]),
     "dsv4_sparse_mla_decode_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_decode_desc_t), ctypes.c_void_p]),

@@ -17,13 +17,13 @@ def _translate_inputs(o, topk_indices, token_to_req, block_table, is_valid_token
     return T, K
 
 
-def _translate_desc(T, K, topk_indices, block_table, block_size, out_stride):
+def _translate_desc(T, K, topk_indices, block_table, page_tokens, out_stride):
     return struct("dsv4_topk_translate_desc_t", num_tokens=T, topk=K, num_reqs=shape(block_table)[0],
-                  table_width=shape(block_table)[1], block_size=block_size, topk_stride=strides(topk_indices)[0],
-                  table_stride=strides(block_table)[0], out_stride=out_stride)
+                  block_table_width=shape(block_table)[1], page_tokens=page_tokens, topk_stride=strides(topk_indices)[0],
+                  block_table_stride=strides(block_table)[0], out_stride=out_stride)
 
 
-def topk_translate(topk_indices, token_to_req, block_table, is_valid_token, *, block_size, global_indices=None,
+def topk_translate(topk_indices, token_to_req, block_table, is_valid_token, *, page_tokens, global_indices=None,
                    lens=None, workspace=None):
     """Local compressed top-k indices -> global slot ids (-1 invalid) and per-token counts.
 
@@ -40,7 +40,7 @@ def topk_translate(topk_indices, token_to_req, block_table, is_valid_token, *, b
     arg(o, "global_indices", global_indices, "i32", 2, (T, K))
     arg(o, "lens", lens, "i32", 1, (T,))
     writable(o, "global_indices", global_indices), writable(o, "lens", lens)
-    desc = _translate_desc(T, K, topk_indices, block_table, block_size, strides(global_indices)[0])
+    desc = _translate_desc(T, K, topk_indices, block_table, page_tokens, strides(global_indices)[0])
     args = struct("dsv4_topk_translate_args_t", topk_indices=addr(topk_indices), token_to_req=addr(token_to_req),
                   block_table=addr(block_table), is_valid_token=addr(is_valid_token),
                   global_indices=addr(global_indices), lens=addr(lens))
@@ -48,7 +48,7 @@ def topk_translate(topk_indices, token_to_req, block_table, is_valid_token, *, b
     return global_indices, lens
 
 
-def topk_translate_packed(topk_indices, token_to_req, block_table, is_valid_token, *, block_size, lens=None,
+def topk_translate_packed(topk_indices, token_to_req, block_table, is_valid_token, *, page_tokens, lens=None,
                           indptr=None, packed=None, workspace=None):
     """The ragged form of topk_translate: lens [T], indptr [T+1] and packed [T*K], of which
     entries [0, indptr[T]) are written. Returns (lens, indptr, packed)."""
@@ -66,7 +66,7 @@ def topk_translate_packed(topk_indices, token_to_req, block_table, is_valid_toke
         raise ValueError(f"{o}: packed has {shape(packed)[0]} entries, needs room for T*K = {T * K}")
     for n, t in (("lens", lens), ("indptr", indptr), ("packed", packed)):
         writable(o, n, t)
-    desc = _translate_desc(T, K, topk_indices, block_table, block_size, 0)
+    desc = _translate_desc(T, K, topk_indices, block_table, page_tokens, 0)
     args = struct("dsv4_topk_translate_packed_args_t", topk_indices=addr(topk_indices),
                   token_to_req=addr(token_to_req), block_table=addr(block_table),
                   is_valid_token=addr(is_valid_token), lens=addr(lens), indptr=addr(indptr), packed=addr(packed))
@@ -130,7 +130,7 @@ def combine_topk_swa(topk_indices, query_start_loc, seq_lens, gather_lens, *, to
     return combined, combined_lens
 
 
-def decode_swa_indices(token_to_req, positions, is_valid_token, block_table, *, window, page_size,
+def decode_swa_indices(token_to_req, positions, is_valid_token, block_table, *, window, page_tokens,
                        swa_indices=None, swa_lens=None, workspace=None):
     """Decode SWA lists: global slots of positions max(pos-W+1, 0)..pos, then -1.
 
@@ -156,7 +156,7 @@ def decode_swa_indices(token_to_req, positions, is_valid_token, block_table, *, 
     arg(o, "swa_lens", swa_lens, "i32", 1, (T,))
     writable(o, "swa_indices", swa_indices), writable(o, "swa_lens", swa_lens)
     desc = struct("dsv4_decode_swa_indices_desc_t", num_tokens=T, num_reqs=shape(block_table)[0], window=window,
-                  page_size=page_size, table_width=shape(block_table)[1], table_stride=strides(block_table)[0],
+                  page_tokens=page_tokens, block_table_width=shape(block_table)[1], block_table_stride=strides(block_table)[0],
                   out_stride=strides(swa_indices)[0])
     args = struct("dsv4_decode_swa_indices_args_t", token_to_req=addr(token_to_req), positions=addr(positions),
                   is_valid_token=addr(is_valid_token), block_table=addr(block_table),

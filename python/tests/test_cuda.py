@@ -96,10 +96,10 @@ def test_translate_and_packed(gpu, rng):
     from test_indices import _translate_case
 
     topk, t2r, table, valid, bs = _translate_case(rng, T=2048, K=512, R=16, width=300)
-    host, dev = both(lambda *a: d.topk_translate(*a, block_size=bs), gpu, topk, t2r, table, valid)
+    host, dev = both(lambda *a: d.topk_translate(*a, page_tokens=bs), gpu, topk, t2r, table, valid)
     assert_bits(dev[0], host[0], "topk_translate indices")
     assert_bits(dev[1], host[1], "topk_translate lens")
-    host, dev = both(lambda *a: d.topk_translate_packed(*a, block_size=bs), gpu, topk, t2r, table, valid)
+    host, dev = both(lambda *a: d.topk_translate_packed(*a, page_tokens=bs), gpu, topk, t2r, table, valid)
     n = int(host[1][-1])
     assert_bits(dev[0], host[0], "packed lens")
     assert_bits(dev[1], host[1], "packed indptr")
@@ -137,7 +137,7 @@ def test_decode_swa(gpu, rng):
     pos = rng.integers(-2, width * 64 + 200, T).astype(np.int32)
     table = rng.integers(0, 9000, size=(R, width)).astype(np.int32)
     valid = rng.integers(0, 4, T).astype(bool)
-    host, dev = both(lambda *a: d.decode_swa_indices(*a, window=128, page_size=64), gpu, t2r, pos, valid, table)
+    host, dev = both(lambda *a: d.decode_swa_indices(*a, window=128, page_tokens=64), gpu, t2r, pos, valid, table)
     assert_bits(dev[0], host[0], "swa_indices")
     assert_bits(dev[1], host[1], "swa_lens")
 

@@ -97,7 +97,7 @@ def test_python_side_checks_name_the_tensor():
     ro.setflags(write=False)
     with pytest.raises(ValueError, match="read-only"):
         d.decode_swa_indices(np.zeros(2, np.int32), np.zeros(2, np.int32), np.ones(2, bool), np.zeros((1, 2), np.int32),
-                             window=128, page_size=64, swa_indices=ro)
+                             window=128, page_tokens=64, swa_indices=ro)
 
 
 def test_error_object_carries_status():
@@ -153,10 +153,10 @@ def test_zero_tokens_is_a_no_op(be):
     d.kv_insert(be.put(np.zeros((0, 512), np.uint16)), be.put(np.zeros(0, np.int64)), c, page_tokens=P)
     assert not be.get(c).any()
     g, lens = d.topk_translate(*(be.put(np.zeros(s, np.int32)) for s in ((0, 8), (0,), (1, 4))),
-                               be.put(np.zeros(0, bool)), block_size=4)
+                               be.put(np.zeros(0, bool)), page_tokens=4)
     assert be.get(g).shape == (0, 8) and be.get(lens).shape == (0,)
     lens, indptr, packed = d.topk_translate_packed(*(be.put(np.zeros(s, np.int32)) for s in ((0, 8), (0,), (1, 4))),
-                                                   be.put(np.zeros(0, bool)), block_size=4)
+                                                   be.put(np.zeros(0, bool)), page_tokens=4)
     assert be.get(indptr).tolist() == [0]
     out = d.mhc_post(*(be.put(np.zeros(s, t)) for s, t in (((0, 128), np.uint16), ((0, 4, 128), np.uint16),
                                                              ((0, 4), np.float32), ((0, 4, 4), np.float32))))

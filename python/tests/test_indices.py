@@ -21,10 +21,10 @@ def test_kat1_kat2_translation(be):
     topk = a32([[0, 5, 11, -1], [2, 3, -1, -1], [7, 1, 0, 4]])
     table = a32([[7, 3, 9, 0], [4, 6, 0, 0]])
     args = (be.put(topk), be.put(a32([0, 0, 1])), be.put(table), be.put(np.array([1, 0, 1], np.uint8)))
-    g, lens = d.topk_translate(*args, block_size=4)
+    g, lens = d.topk_translate(*args, page_tokens=4)
     assert be.get(g).tolist() == [[28, 13, 39, -1], [30, 31, -1, -1], [27, 17, 16, 24]]
     assert be.get(lens).tolist() == [3, 0, 4]
-    lens, indptr, packed = d.topk_translate_packed(*args, block_size=4)
+    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=4)
     assert be.get(indptr).tolist() == [0, 3, 3, 7]
     assert be.get(packed)[:7].tolist() == [28, 13, 39, 27, 17, 16, 24]
 
@@ -32,10 +32,10 @@ def test_kat1_kat2_translation(be):
 def test_kat3_decode_swa(be):
     t2r, valid = a32([0, 0]), np.ones(2, bool)
     out, lens = d.decode_swa_indices(be.put(t2r), be.put(a32([5, 1])), be.put(valid), be.put(a32([[5, 2]])),
-                                     window=4, page_size=4)
+                                     window=4, page_tokens=4)
     assert be.get(out).tolist() == [[22, 23, 8, 9], [20, 21, -1, -1]] and be.get(lens).tolist() == [4, 2]
     out, _ = d.decode_swa_indices(be.put(a32([0])), be.put(a32([9])), be.put(np.ones(1, bool)),
-                                  be.put(a32([[5, 2, 8]])), window=4, page_size=4)
+                                  be.put(a32([[5, 2, 8]])), window=4, page_tokens=4)
     assert be.get(out).tolist() == [[10, 11, 32, 33]]
 
 
@@ -92,9 +92,9 @@ def test_translate_random(be, rng):
     topk, t2r, table, valid, bs = _translate_case(rng)
     wg, wl = sm.translate_model(topk, t2r, table, valid, bs)
     args = [be.put(x) for x in (topk, t2r, table, valid)]
-    g, lens = d.topk_translate(*args, block_size=bs)
+    g, lens = d.topk_translate(*args, page_tokens=bs)
     assert np.array_equal(be.get(g), wg) and np.array_equal(be.get(lens), wl)
-    lens, indptr, packed = d.topk_translate_packed(*args, block_size=bs)
+    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=bs)
     ip = np.concatenate([[0], np.cumsum(wl)])
     assert np.array_equal(be.get(lens), wl) and np.array_equal(be.get(indptr), ip)
     want_packed = np.concatenate([wg[t, :wl[t]] for t in range(len(wl))])
@@ -105,7 +105,7 @@ def test_translate_strided_output(rng):
     topk, t2r, table, valid, bs = _translate_case(rng, T=16, K=100)
     wg, wl = sm.translate_model(topk, t2r, table, valid, bs)
     buf = np.full((16, 128), -7, I32)
-    g, _ = d.topk_translate(topk, t2r, table, valid.astype(np.uint8), block_size=bs, global_indices=buf[:, :100])
+    g, _ = d.topk_translate(topk, t2r, table, valid.astype(np.uint8), page_tokens=bs, global_indices=buf[:, :100])
     assert np.array_equal(buf[:, :100], wg) and (buf[:, 100:] == -7).all()
 
 
@@ -138,6 +138,6 @@ def test_decode_swa_random(be, rng):
     valid = rng.integers(0, 4, T).astype(np.uint8)
     want, wl = sm.decode_swa_model(t2r, pos, valid, table, W, P)
     out3 = be.put(np.zeros((T, 1, W), I32))  # upstream's [T, 1, W]
-    out, lens = d.decode_swa_indices(be.put(t2r), be.put(pos), be.put(valid), be.put(table), window=W, page_size=P,
+    out, lens = d.decode_swa_indices(be.put(t2r), be.put(pos), be.put(valid), be.put(table), window=W, page_tokens=P,
                                      swa_indices=out3)
     assert np.array_equal(be.get(out)[:, 0], want) and np.array_equal(be.get(lens), wl)

@@ -74,6 +74,22 @@ dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, in
     return dsv4_check_align(op, what, p, 4);
 }
 
+const char *dsv4_mla_config_name(int64_t config) {
+#define MLA_CONFIG_NAME(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb) \
+    if (config == (id)) return name;
+    MLA_CONFIG_TABLE(MLA_CONFIG_NAME, 0)
+#undef MLA_CONFIG_NAME
+    return config == DSV4_MLA_CONFIG_AUTO ? "auto" : NULL;
+}
+
+int64_t mla_pick_config(int decode, int64_t T, int64_t H) {
+    if (!decode) return H % 32 == 0 ? DSV4_MLA_CONFIG_WS32 : DSV4_MLA_CONFIG_H16W4;
+    if (H % 64 == 0 && T >= MLA_DECODE_WS64_MIN_T) return DSV4_MLA_CONFIG_WS64;
+    if (T <= MLA_DECODE_H16W8_MAX_T) return DSV4_MLA_CONFIG_H16W8;
+    if (H % 32 != 0) return DSV4_MLA_CONFIG_H16W4;
+    return T < MLA_DECODE_WS32_MIN_T ? DSV4_MLA_CONFIG_H32W4 : DSV4_MLA_CONFIG_WS32;
+}
+
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan) {
     plan->config = config;
     plan->heads_per_cta = MLA_CFG_HC(config);

@@ -28,10 +28,13 @@ dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p);
 dsv4_status_t mla_check_args_qo(const char *op, const void *args, const void *q, const void *out);
 dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, int required);
 
+/* The auto configuration (sparse_mla_config.h says the rule) of a decode (1) or prefill
+ * (0) call of T tokens and H heads. */
+int64_t mla_pick_config(int decode, int64_t T, int64_t H);
 /* Fill the config fields of a plan (heads per CTA, warps, rows per tile). */
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
 
-/* The split count the policy picks (spec: section 5; attention.h says the rule), for a
+/* The split count the policy picks (attention.h says the rule), for a
  * config with ctas_per_sm resident CTAs per SM. */
 int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int64_t extra_width, int64_t sm_count,
                         int64_t ctas_per_sm);

@@ -696,16 +696,6 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
     mla_epilogue<C, Prod::MERGE_CTAS>(p, sm.c.m, sm.c.l, w, o, sinks, mla_epilogue_stage<Prod, C>(sm, hw, dim0));
 }
 
-/* The configs of the API (include/dsv4/attention.h), as kernel template arguments:
- * X(id, HC, MT, WD, min CTAs per SM for __launch_bounds__: caps registers at
- * 65536 / (threads * min)); decode has config 6 too (its slice table knows 8 slices,
- * prefill's producer only 4). */
-#define MLA_FOR_EACH_CONFIG(X) \
-    X(1, 16, 1, 4, 3)          \
-    X(2, 32, 2, 4, 1)          \
-    X(3, 32, 1, 4, 2)
-#define MLA_FOR_EACH_DECODE_ONLY_CONFIG(X) X(6, 16, 1, 8, 2)
-
 /* One kernel per (config, producer); Bind<C> is the producer bound to a config. */
 template <int HC, int MT, int WD, int MINB, template <class> class Bind>
 __global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attention_kernel(mla_params_t p) {
@@ -716,7 +706,9 @@ __global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attenti
 template <template <class> class Bind, bool DECODE>
 static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas,
                                 dsv4_stream_t stream) {
-#define MLA_LAUNCH_CONFIG(id, hc, mt, wd, minb)                                                        \
+/* The engine rows of sparse_mla_config.h's table; decode-only rows only for decode. */
+#define MLA_LAUNCH_CONFIG(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb)                     \
+    if constexpr (!(ws) && (DECODE || !(dec)))                                                         \
     if (config == id) {                                                                                \
         static int smem_cache;                                                                         \
         DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, \
@@ -725,10 +717,7 @@ static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *
             <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);            \
         return dsv4_launch_status(op);                                                                 \
     }
-    MLA_FOR_EACH_CONFIG(MLA_LAUNCH_CONFIG)
-    if constexpr (DECODE) {
-        MLA_FOR_EACH_DECODE_ONLY_CONFIG(MLA_LAUNCH_CONFIG)
-    }
+    MLA_CONFIG_TABLE(MLA_LAUNCH_CONFIG, 0)
 #undef MLA_LAUNCH_CONFIG
     return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);
 }

@@ -94,10 +94,11 @@ template <int HC_, int PVW_, int P_, int CPS_> struct MlaWsGeo {
 /* Whether geometry G is what the host's config table (sparse_mla_config.h) plans config
  * `id` with: heads per CTA, warps, resident CTAs per SM (the split policy's wave). */
 template <class G> constexpr bool mla_ws_geo_is(int id) {
-    return G::HC == MLA_CFG_HC(id) && G::THREADS == 32 * MLA_CFG_WARPS(id) && G::CTAS_PER_SM == MLA_CFG_CTAS_PER_SM(id);
+    return G::HC == MLA_CFG_HC(id) && G::THREADS == 32 * MLA_CFG_WARPS(id) && G::PV_WARPS == MLA_CFG_WD(id) &&
+           G::CTAS_PER_SM == MLA_CFG_CTAS_PER_SM(id);
 }
-/* config 4: 32 heads, 2 score + 4 PV warps, 2 CTAs per SM (168 registers) */
-typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_CFG_CTAS_PER_SM(MLA_CFG_WS)> MlaWsGeo4;
+/* ws32: 32 heads, 2 score + 4 PV warps, 2 CTAs per SM (168 registers) */
+typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_CFG_CTAS_PER_SM(DSV4_MLA_CONFIG_WS32)> MlaWsGeo4;
 
 /* KFULL and PREADY + buffer; PV: the PV warps alone (decode's start); PFREE: p slot read */
 enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5, MLA_WS_BAR_PV = 6, MLA_WS_BAR_PFREE = 7 };

@@ -22,6 +22,7 @@
 #define DSV4_ATTENTION_SPARSE_MLA_CONFIG_H
 
 #include "common/launch.h"
+#include "dsv4/attention.h"
 
 #define MLA_N 16         /* keys per tile                                        */
 #define MLA_KSTR 520     /* bf16 per K-tile row: 1040 B = 16 mod 128              */
@@ -30,44 +31,55 @@
 /* Decode converts its rows (record addresses) and prefetches them into L2 this many
  * tiles before they are computed (the cp.async runs one tile ahead, shared memory has no
  * room for more stages). Decode's random slots are DRAM reads (~1-2 us under load,
- * several tiles): measured 89 -> 82 us at T64 H64 with 4 (session 3). Prefill has no
- * ring: it fetches its ids 2 tiles ahead and computes the addresses at the copy, without
- * L2 prefetching (its rows are mostly L2 hits; the prefetch's producer instructions made
- * it 6-10% slower, session 4). */
+ * several tiles). Prefill has no ring: it fetches its ids 2 tiles ahead and computes the
+ * addresses at the copy, without L2 prefetching (its rows are mostly L2 hits, and the
+ * prefetch's producer instructions cost more than they saved). */
 #ifndef MLA_AHEAD_DECODE
 #define MLA_AHEAD_DECODE 4
 #endif
 
 /* Lazy-rescale slack in natural-log units (mla_tile.cuh's numerics note): O and l are
  * rescaled only when a tile's max exceeds the reference max by more than this. 0.0f
- * gives the spec's exact running max. */
+ * gives the exact running max. */
 #ifndef MLA_RESCALE_SLACK
 #define MLA_RESCALE_SLACK 8.0f
 #endif
 
-/* Config table: id -> HC, MT, WD for the engine's configs 1-3 and 6 (keep in sync with
- * the kernel instantiations); configs 4 and 5 are the warp-specialised CTA (mla_ws.cuh):
- * config 4 has 32 heads, 2 score + 4 PV warps, two CTAs per SM (prefill and decode);
- * config 5 has 64 heads, 4 score + 8 PV warps, one CTA per SM (decode only). Config 6
- * (decode only) is config 1 with 8 dim slices of 64: half of each warp's per-tile chain
- * (QK, PV, dequantize) for the latency-bound few-token case. */
-#define MLA_CFG_WS 4
-#define MLA_CFG_WS64 5
-#define MLA_CFG_SLICE8 6
-#define MLA_CFG_DECODE_ONLY(id) ((id) == MLA_CFG_WS64 || (id) == MLA_CFG_SLICE8)
-#define MLA_WS_PV_WARPS 4
-#define MLA_CFG_HC(id) ((id) == 1 || (id) == MLA_CFG_SLICE8 ? 16 : (id) == MLA_CFG_WS64 ? 64 : 32)
-#define MLA_CFG_MT(id) ((id) == 2 ? 2 : 1)
-#define MLA_CFG_WD(id) ((id) == MLA_CFG_SLICE8 ? 8 : 4)
-#define MLA_CFG_WARPS(id)                                           \
-    ((id) == MLA_CFG_WS     ? MLA_WS_PV_WARPS + 2                   \
-     : (id) == MLA_CFG_WS64 ? 12                                    \
-                            : MLA_CFG_HC(id) / (16 * MLA_CFG_MT(id)) * MLA_CFG_WD(id))
-/* The warp-specialised configs (mla_ws.cuh): no merge CTAs in their launch. */
-#define MLA_CFG_IS_WS(id) ((id) == MLA_CFG_WS || (id) == MLA_CFG_WS64)
-/* Resident CTAs per SM a config's launch bounds plan for (the split policy's wave).
- * Config 4: two (168 registers; 1.75x faster than one CTA per SM, session 11 run 2). */
-#define MLA_CFG_CTAS_PER_SM(id) ((id) == MLA_CFG_WS64 ? 1 : 2)
+/* The configurations (dsv4_mla_config_t), one row each:
+ *   id, name, HC heads per CTA, MT m16 tiles per warp, WD dim slices, warps, WS
+ *   (warp-specialised: mla_ws.cuh, no merge CTAs in its launch), DEC (decode only), CPS
+ *   resident CTAs per SM (the split policy's wave), MINB the engine's __launch_bounds__
+ *   minimum (caps registers at 65536 / (threads * MINB)).
+ * Engine rows (WS 0): warps = HC / (16 MT) * WD. h16w8 is h16w4 with 8 dim slices of 64:
+ * half of each warp's per-tile chain for the latency-bound few-token case (prefill's
+ * producer knows only 4 slices). WS rows: HC / 16 score warps of 16 heads x 512 dims and
+ * WD PV warps of HC heads x 512 / WD dims; ws32 runs two CTAs per SM at 168 registers
+ * (1.75x faster than one), ws64 one. */
+#define MLA_CONFIG_TABLE(X, a)                                       \
+    /*  id                     name     HC  MT WD warps WS DEC CPS MINB */ \
+    X(a, DSV4_MLA_CONFIG_H16W4, "h16w4", 16, 1, 4, 4, 0, 0, 2, 3)   \
+    X(a, DSV4_MLA_CONFIG_H32W4, "h32w4", 32, 2, 4, 4, 0, 0, 2, 1)   \
+    X(a, DSV4_MLA_CONFIG_H32W8, "h32w8", 32, 1, 4, 8, 0, 0, 2, 2)   \
+    X(a, DSV4_MLA_CONFIG_WS32, "ws32", 32, 2, 4, 6, 1, 0, 2, 2)     \
+    X(a, DSV4_MLA_CONFIG_WS64, "ws64", 64, 4, 8, 12, 1, 1, 1, 1)    \
+    X(a, DSV4_MLA_CONFIG_H16W8, "h16w8", 16, 1, 8, 8, 0, 1, 2, 2)
+
+/* A column of config `id`'s row, as a constant expression (0 for an unknown id). */
+#define MLA_CFG_SEL_HC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (hc) :
+#define MLA_CFG_SEL_MT(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (mt) :
+#define MLA_CFG_SEL_WD(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (wd) :
+#define MLA_CFG_SEL_WARPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (w) :
+#define MLA_CFG_SEL_WS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (ws) :
+#define MLA_CFG_SEL_DEC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (dec) :
+#define MLA_CFG_SEL_CPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (cps) :
+#define MLA_CFG_HC(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_HC, id) 0)
+#define MLA_CFG_MT(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_MT, id) 0)
+#define MLA_CFG_WD(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WD, id) 0)
+#define MLA_CFG_WARPS(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WARPS, id) 0)
+#define MLA_CFG_IS_WS(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WS, id) 0)
+#define MLA_CFG_DECODE_ONLY(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_DEC, id) 0)
+#define MLA_CFG_CTAS_PER_SM(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_CPS, id) 0)
+#define MLA_WS_PV_WARPS MLA_CFG_WD(DSV4_MLA_CONFIG_WS32)
 
 #define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
@@ -75,22 +87,22 @@
     (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
-/* configs 4 and 5 (mla_ws.cuh), hc heads: K tiles, key flags, ps p slots, alphas by
- * parity, m and l; prefill (config 4): the PV warps' ids; decode: one raw record stage,
+/* ws32 and ws64 (mla_ws.cuh), hc heads: K tiles, key flags, ps p slots, alphas by
+ * parity, m and l; prefill (ws32): the PV warps' ids; decode: one raw record stage,
  * the wd groups' scale words, the row ring and the ids of the next tile to convert */
 #define MLA_SMEM_WS(hc, ps) (2 * MLA_N * MLA_KSTR * 2 + 2 * MLA_N * 4 + (ps) * (hc) * MLA_PSTR * 2 + 4 * (hc) * 4)
 #define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(32, 2) + 4 * 2 * MLA_N * 4)
 #define MLA_SMEM_DECODE_WS(hc, wd, ps) \
     (MLA_SMEM_WS(hc, ps) + MLA_N * 576 + (wd) * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill config 1");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla decode config 4");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla decode config 5");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill config 4");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill configs 2, 3");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode config 1");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode configs 2, 3");
-DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode config 6");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill h16w4");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla decode ws32");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla decode ws64");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL_WS, "sparse_mla prefill ws32");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(32, 4), "sparse_mla prefill h32w4, h32w8");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 4), "sparse_mla decode h16w4");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(32, 4), "sparse_mla decode h32w4, h32w8");
+DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode h16w8");
 
 /* The split merge (mla_merge.cuh): threads per (token, head) row, 4 dims each. Merge
  * CTAs appended to an attention launch of W warps take W * 32 / MLA_MERGE_THREADS rows. */
@@ -100,29 +112,20 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode config 6");
  * per SM (the split policy's wave is MLA_CFG_CTAS_PER_SM of the config). */
 #define MLA_TARGET_CTAS_PER_SM 2
 
-/* Auto decode config (docs/history/attention-log.md, session 20): config 5 when 64 | H from
- * MLA_DECODE_WS64_MIN_T tokens on; else config 6 up to MLA_DECODE_SLICE8_MAX_T tokens
- * (16 heads, 8 dim slices: the most CTAs, the shortest per-warp chains); else, when
- * 32 | H, config 2 below MLA_DECODE_WS_MIN_T and config 4 from it on; else config 1.
- * H200, session 20 (one run for T = 8 / 12 at H = 64): T = 8, H = 32 config 6 19.2-19.5
- * us against config 2's 20.6-21.1; T = 4, H = 64 config 6 19.1-19.2 against config 1's
- * 19.6-19.9; T = 1 config 6 the same as config 1; T = 8, H = 64 configs 5 / 6 / 2 22.8 /
- * 23.9 / 24.5 us; T = 12, H = 64 25.3 / 30.8 / 29.4; T = 16, H = 64 26.5 / 33.4 / 31.3
- * (config 6 dequantizes every row once per 16 heads, config 5 once per 64). Session 12:
- * T = 64, H = 64: config 2 64 us, 4 53 us, 5 50 us; T = 384: 299 / 244 / 215 us. */
-#ifndef MLA_DECODE_SLICE8_MAX_T
-#define MLA_DECODE_SLICE8_MAX_T 8
+/* The auto choice (mla_pick_config). Decode: ws64 when 64 | H from MLA_DECODE_WS64_MIN_T
+ * tokens on (it dequantizes each key once per 64 heads); else h16w8 up to
+ * MLA_DECODE_H16W8_MAX_T tokens (the most CTAs and the shortest per-warp chains); else,
+ * when 32 | H, h32w4 below MLA_DECODE_WS32_MIN_T and ws32 from it on; else h16w4.
+ * Prefill: ws32 when 32 | H (1.3-1.4x faster than h32w4), else h16w4. The crossovers are
+ * H200 measurements listed in docs/attention.md (Decisions). */
+#ifndef MLA_DECODE_H16W8_MAX_T
+#define MLA_DECODE_H16W8_MAX_T 8
 #endif
 #ifndef MLA_DECODE_WS64_MIN_T
 #define MLA_DECODE_WS64_MIN_T 8
 #endif
-#ifndef MLA_DECODE_WS_MIN_T
-#define MLA_DECODE_WS_MIN_T 16
-#endif
-/* Auto config of prefill when 32 divides H (else config 1): the warp-specialised kernel,
- * 1.3-1.4x faster than config 2 on the H200 (session 11). */
-#ifndef MLA_PREFILL_AUTO_CONFIG
-#define MLA_PREFILL_AUTO_CONFIG 4
+#ifndef MLA_DECODE_WS32_MIN_T
+#define MLA_DECODE_WS32_MIN_T 16
 #endif
 
 #endif

@@ -54,14 +54,8 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     DSV4_TRY(check(d, geom));
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
     const int64_t T = d->num_tokens, H = d->num_heads;
-    int64_t config = d->config;
-    if (!config) {
-        if (H % 64 == 0 && T >= MLA_DECODE_WS64_MIN_T) config = MLA_CFG_WS64;
-        else if (T <= MLA_DECODE_SLICE8_MAX_T) config = MLA_CFG_SLICE8;
-        else if (H % 32 != 0) config = 1;
-        else config = T < MLA_DECODE_WS_MIN_T ? 2 : MLA_CFG_WS;
-    }
-    mla_plan_config(config, p);
+    mla_plan_config(d->config ? d->config : mla_pick_config(1, T, H), p);
+    const int64_t config = p->config;
     const int64_t groups = H / p->heads_per_cta;
     int64_t sm = d->sm_count;
     if (!sm && T > 0) sm = mla_current_sm_count();
@@ -78,7 +72,7 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     /* Partials: the merge CTAs go into the attention launch when they fit one wave beside
      * it at the kernel's lowest occupancy (two CTAs per SM; its registers are the attention
      * CTA's): then they overlap the last splits and the second launch is saved. Without
-     * an SM count (explicit num_splits, no device) the second launch; configs 4 and 5
+     * an SM count (explicit num_splits, no device) the second launch; ws32 and ws64
      * have no merge CTAs (mla_ws.cuh), always the second launch. */
     const int appended = !MLA_CFG_IS_WS(config) && mla_merge_ctas(T, H, p->warps) <= MLA_TARGET_CTAS_PER_SM * sm;
     p->merge = S > 1 || d->force_merge ? (appended ? 2 : 1) : 0;

@@ -146,10 +146,10 @@ typedef MlaDecodeWsProd<MlaWsGeo4> MlaDecodeWs4;
 typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>> MlaDecodeWs5;
 static_assert(sizeof(MlaDecodeWs4::WsSmem) == MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla_config.h's budget is stale");
 static_assert(sizeof(MlaDecodeWs5::WsSmem) == MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla_config.h's budget is stale");
-static_assert(mla_ws_geo_is<MlaDecodeWs4::Geo>(MLA_CFG_WS) && mla_ws_geo_is<MlaDecodeWs5::Geo>(MLA_CFG_WS64),
+static_assert(mla_ws_geo_is<MlaDecodeWs4::Geo>(DSV4_MLA_CONFIG_WS32) && mla_ws_geo_is<MlaDecodeWs5::Geo>(DSV4_MLA_CONFIG_WS64),
               "sparse_mla_config.h's config table is stale");
 
 extern "C" dsv4_status_t mla_launch_decode_ws(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    return config == MLA_CFG_WS ? mla_ws_launch<MlaDecodeWs4>("sparse_mla_decode", p, ctas, stream)
+    return config == DSV4_MLA_CONFIG_WS32 ? mla_ws_launch<MlaDecodeWs4>("sparse_mla_decode", p, ctas, stream)
                                 : mla_ws_launch<MlaDecodeWs5>("sparse_mla_decode", p, ctas, stream);
 }

@@ -29,7 +29,7 @@ dsv4_status_t dsv4_sparse_mla_prefill_check(const dsv4_sparse_mla_prefill_desc_t
 static dsv4_status_t plan(const dsv4_sparse_mla_prefill_desc_t *d, dsv4_sparse_mla_plan_t *p, mla_qo_geom_t *geom) {
     DSV4_TRY(check(d, geom));
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
-    mla_plan_config(d->config ? d->config : (d->num_heads % 32 == 0 ? MLA_PREFILL_AUTO_CONFIG : 1), p);
+    mla_plan_config(d->config ? d->config : mla_pick_config(0, d->num_tokens, d->num_heads), p);
     p->num_splits = 1;
     p->merge = 0;
     p->ctas = d->num_tokens * (d->num_heads / p->heads_per_cta);
@@ -69,6 +69,6 @@ dsv4_status_t dsv4_sparse_mla_prefill(const dsv4_sparse_mla_prefill_desc_t *desc
     mla_params_init(&k, &geom, a->q, a->out, a->sink, desc->scale, desc->num_tokens, desc->num_heads, 1, 1);
     k.list[0] = mla_prefill_list(desc, a->kv, a->ids, a->lens);
     k.list[1] = k.list[0];
-    return p.config == MLA_CFG_WS ? mla_launch_prefill_ws(&k, p.ctas, stream)
+    return p.config == DSV4_MLA_CONFIG_WS32 ? mla_launch_prefill_ws(&k, p.ctas, stream)
                                   : mla_launch_prefill((int)p.config, &k, p.ctas, stream);
 }

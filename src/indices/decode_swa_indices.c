@@ -8,9 +8,9 @@ static dsv4_status_t dsw_check_desc(const char *op, const dsv4_decode_swa_indice
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "num_reqs", d->num_reqs, 1, INT64_C(1) << 30));
     DSV4_TRY(dsv4_check_range(op, "window", d->window, 1, INT64_C(1) << 20));
-    DSV4_TRY(dsv4_check_range(op, "page_size", d->page_size, 1, INT32_MAX));
-    DSV4_TRY(dsv4_check_range(op, "table_width", d->table_width, 1, INT64_C(1) << 30));
-    DSV4_TRY(dsv4_idx_check_stride(op, "table_stride", d->table_stride, d->table_width, d->num_reqs, &s->table));
+    DSV4_TRY(dsv4_check_range(op, "page_tokens", d->page_tokens, 1, INT32_MAX));
+    DSV4_TRY(dsv4_check_range(op, "block_table_width", d->block_table_width, 1, INT64_C(1) << 30));
+    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs, &s->table));
     DSV4_TRY(dsv4_idx_check_stride(op, "out_stride", d->out_stride, d->window, d->num_tokens, &s->out));
     return DSV4_STATUS_SUCCESS;
 }
@@ -49,14 +49,14 @@ dsv4_status_t dsv4_decode_swa_indices(const dsv4_decode_swa_indices_desc_t *desc
     p.table = args->block_table;
     p.out = args->swa_indices;
     p.lens = args->swa_lens;
-    p.table_stride = s.table;
+    p.block_table_stride = s.table;
     p.out_stride = s.out;
     p.num_tokens = (int32_t)desc->num_tokens;
     p.num_reqs = (int32_t)desc->num_reqs;
     p.window = (int32_t)desc->window;
-    p.page_size = (int32_t)desc->page_size;
-    p.table_width = (int32_t)desc->table_width;
-    p.page_div = dsv4_idx_fastdiv_make((uint32_t)desc->page_size);
+    p.page_tokens = (int32_t)desc->page_tokens;
+    p.block_table_width = (int32_t)desc->block_table_width;
+    p.page_div = dsv4_idx_fastdiv_make((uint32_t)desc->page_tokens);
     p.vec = dsv4_idx_vec16(p.out, s.out, desc->window);
     return dsv4_decode_swa_indices_launch(&p, stream);
 }

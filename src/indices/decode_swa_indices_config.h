@@ -21,12 +21,12 @@ typedef struct dsv4_dsw_params {
     const int32_t *token_to_req; /* [T]                  */
     const int32_t *positions;    /* [T]                  */
     const uint8_t *is_valid;     /* [T]                  */
-    const int32_t *table;        /* [R, table_stride]    */
+    const int32_t *table;        /* [R, block_table_stride]    */
     int32_t *out;                /* [T, out_stride]      */
     int32_t *lens;               /* [T]                  */
-    int64_t table_stride, out_stride;
-    int32_t num_tokens, num_reqs, window, page_size, table_width;
-    dsv4_idx_fastdiv_t page_div; /* division by page_size */
+    int64_t block_table_stride, out_stride;
+    int32_t num_tokens, num_reqs, window, page_tokens, block_table_width;
+    dsv4_idx_fastdiv_t page_div; /* division by page_tokens */
     int32_t vec;                 /* 16-byte stores allowed */
 } dsv4_dsw_params_t;
 

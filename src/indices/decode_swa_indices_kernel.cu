@@ -33,9 +33,9 @@ template <bool VEC> __global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kern
     const int len = (rok && pos >= 0) ? min(pos, p.window - 1) + 1 : 0;
     /* Unsigned: pos = 2^31-1 with len = 0 must not overflow; used only when len > 0 (then >= 0). */
     const uint32_t start = (uint32_t)pos - (uint32_t)len + 1u;
-    const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
+    const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.block_table_stride;
     int32_t *row = p.out + t * p.out_stride;
-    const uint32_t P = (uint32_t)p.page_size;
+    const uint32_t P = (uint32_t)p.page_tokens;
     for (int c = lane; 4 * c < p.window; c += 32) {
         int o[4];
 #pragma unroll
@@ -45,7 +45,7 @@ template <bool VEC> __global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kern
             if (j < len) {
                 const uint32_t q = start + (uint32_t)j;
                 const uint32_t page = dsv4_idx_div(q, p.page_div);
-                if (page < (uint32_t)p.table_width) o[e] = (int)((uint32_t)__ldg(tab + page) * P + (q - page * P));
+                if (page < (uint32_t)p.block_table_width) o[e] = (int)((uint32_t)__ldg(tab + page) * P + (q - page * P));
             }
         }
         dsv4_idx_store4<VEC>(row, c, o, p.window);

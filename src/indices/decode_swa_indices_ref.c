@@ -8,7 +8,7 @@ dsv4_status_t dsv4_decode_swa_indices_ref(const dsv4_decode_swa_indices_desc_t *
                                           const dsv4_decode_swa_indices_args_t *args) {
     dsv4_dsw_strides_t s;
     DSV4_TRY(dsv4_dsw_validate("decode_swa_indices_ref", desc, args, &s));
-    const int64_t W = desc->window, P = desc->page_size;
+    const int64_t W = desc->window, P = desc->page_tokens;
     for (int64_t t = 0; t < desc->num_tokens; ++t) {
         const int64_t req = args->token_to_req[t], pos = args->positions[t];
         const int req_ok = req >= 0 && req < desc->num_reqs;
@@ -18,7 +18,7 @@ dsv4_status_t dsv4_decode_swa_indices_ref(const dsv4_decode_swa_indices_desc_t *
             int32_t v = -1;
             if (j < len) {
                 const int64_t q = start + j, page = q / P;
-                if (page < desc->table_width)
+                if (page < desc->block_table_width)
                     v = (int32_t)(uint32_t)(uint64_t)((int64_t)args->block_table[req * s.table + page] * P + q % P);
             }
             args->swa_indices[t * s.out + j] = v;

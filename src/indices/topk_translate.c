@@ -9,10 +9,10 @@ static dsv4_status_t tt_check_desc(const char *op, const dsv4_topk_translate_des
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "topk", d->topk, 0, INT64_C(1) << 24));
     DSV4_TRY(dsv4_check_range(op, "num_reqs", d->num_reqs, 1, INT64_C(1) << 30));
-    DSV4_TRY(dsv4_check_range(op, "table_width", d->table_width, 1, INT64_C(1) << 30));
-    DSV4_TRY(dsv4_check_range(op, "block_size", d->block_size, 1, INT32_MAX));
+    DSV4_TRY(dsv4_check_range(op, "block_table_width", d->block_table_width, 1, INT64_C(1) << 30));
+    DSV4_TRY(dsv4_check_range(op, "page_tokens", d->page_tokens, 1, INT32_MAX));
     DSV4_TRY(dsv4_idx_check_stride(op, "topk_stride", d->topk_stride, d->topk, d->num_tokens, &s->topk));
-    DSV4_TRY(dsv4_idx_check_stride(op, "table_stride", d->table_stride, d->table_width, d->num_reqs, &s->table));
+    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs, &s->table));
     if (packed) {
         s->out = 0;
         if (d->num_tokens * d->topk > INT32_MAX)
@@ -52,18 +52,18 @@ static void tt_plan(const dsv4_topk_translate_desc_t *d, const dsv4_tt_strides_t
     p->table = in->block_table;
     p->is_valid = in->is_valid_token;
     p->topk_stride = s->topk;
-    p->table_stride = s->table;
+    p->block_table_stride = s->table;
     p->out_stride = s->out;
     p->num_tokens = (int32_t)d->num_tokens;
     p->topk = (int32_t)d->topk;
     p->num_reqs = (int32_t)d->num_reqs;
-    p->block_size = (int32_t)d->block_size;
-    const int64_t lim = d->table_width * d->block_size; /* <= 2^30 * (2^31 - 1): no overflow */
+    p->page_tokens = (int32_t)d->page_tokens;
+    const int64_t lim = d->block_table_width * d->page_tokens; /* <= 2^30 * (2^31 - 1): no overflow */
     p->vlimit = (uint32_t)(lim < (INT64_C(1) << 31) ? lim : (INT64_C(1) << 31));
-    p->bs_div = dsv4_idx_fastdiv_make((uint32_t)d->block_size);
+    p->bs_div = dsv4_idx_fastdiv_make((uint32_t)d->page_tokens);
     /* Staging copies 16-byte chunks of a table row, so rows must start 16-byte aligned; it
      * stops at the last whole chunk inside the row (pages past it are looked up in place). */
-    p->stage_end = dsv4_idx_vec16(in->block_table, s->table, 4) ? (uint32_t)(d->table_width & ~INT64_C(3)) : 0u;
+    p->stage_end = dsv4_idx_vec16(in->block_table, s->table, 4) ? (uint32_t)(d->block_table_width & ~INT64_C(3)) : 0u;
 }
 
 void dsv4_tt_packed_groups(int64_t num_tokens, int32_t *group_rows, int32_t *num_groups) {

@@ -51,21 +51,21 @@ DSV4_SMEM_BUDGET_ASSERT((DSV4_TT_WARPS * DSV4_TT_STAGE_PAGES_MAX * 4 + 64), "top
 typedef struct dsv4_tt_params {
     const int32_t *topk_indices; /* [T, topk_stride]                                   */
     const int32_t *token_to_req; /* [T]                                                */
-    const int32_t *table;        /* [R, table_stride]                                  */
+    const int32_t *table;        /* [R, block_table_stride]                                  */
     const uint8_t *is_valid;     /* [T]                                                */
     int32_t *out;                /* dense: [T, out_stride]                             */
     int32_t *lens;               /* [T]                                                */
     int32_t *indptr;             /* packed: [T+1]                                      */
     int32_t *packed;             /* packed: [T*K]                                      */
     int32_t *group_sums;         /* packed: workspace [num_groups]                     */
-    int64_t topk_stride, table_stride, out_stride;
-    int32_t num_tokens, topk, num_reqs, block_size;
-    uint32_t vlimit;           /* min(table_width * block_size, 2^31): v valid iff (uint32)v < vlimit */
-    dsv4_idx_fastdiv_t bs_div; /* division by block_size                              */
+    int64_t topk_stride, block_table_stride, out_stride;
+    int32_t num_tokens, topk, num_reqs, page_tokens;
+    uint32_t vlimit;           /* min(block_table_width * page_tokens, 2^31): v valid iff (uint32)v < vlimit */
+    dsv4_idx_fastdiv_t bs_div; /* division by page_tokens                              */
     int32_t group_rows;        /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
     int32_t num_groups;        /* packed: ceil(T / group_rows)                        */
     int32_t vec;               /* 16-byte chunks allowed (see the launchers)          */
-    uint32_t stage_end;        /* table_width & ~3 when table rows are 16-byte aligned (cp.async
+    uint32_t stage_end;        /* block_table_width & ~3 when table rows are 16-byte aligned (cp.async
                                   staging allowed below that page), else 0: no staging */
 } dsv4_tt_params_t;
 

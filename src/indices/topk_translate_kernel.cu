@@ -3,10 +3,10 @@
  * section 2), dense and packed.
  *
  * Formula, per token t with req = token_to_req[t] and column j < K:
- *     v = topk[t, j];  ok = req in [0, R) and 0 <= v < table_width * bs
+ *     v = topk[t, j];  ok = req in [0, R) and 0 <= v < block_table_width * bs
  *     out[t, j] = ok ? table[req, v / bs] * bs + v % bs : -1        (int32, wraps mod 2^32)
  *     lens[t]   = (req in [0, R) and is_valid[t]) ? #ok over the row : 0
- * "0 <= v < table_width * bs" is one unsigned compare against vlimit (a negative v is a
+ * "0 <= v < block_table_width * bs" is one unsigned compare against vlimit (a negative v is a
  * huge unsigned value); the division by bs is a multiply-shift (index_common.h).
  *
  * Dense (one launch): CTAs of 4 warps; warp g of the grid takes rows g, g + nw, g + 2 nw,
@@ -101,7 +101,7 @@ template <bool VOUT, bool PACKED>
 static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4], int seg,
                                                int lane, int ncols, uint32_t vlimit, const int32_t *__restrict__ tab,
                                                const int32_t *stage, tt_window win, int32_t *__restrict__ dst) {
-    const uint32_t bs = (uint32_t)p.block_size;
+    const uint32_t bs = (uint32_t)p.page_tokens;
 #pragma unroll
     for (int u = 0; u < DSV4_TT_UNROLL; ++u) {
         const int c = (seg >> 2) + lane + 32 * u;
@@ -159,7 +159,7 @@ template <bool VIN, bool VOUT, bool PACKED>
 static __device__ __forceinline__ int tt_row(const dsv4_tt_params_t &p, int64_t t, int req, bool rok,
                                              int32_t *__restrict__ dst, int ncols, int32_t *stage, int lane) {
     const int32_t *in = p.topk_indices + t * p.topk_stride;
-    const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
+    const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.block_table_stride;
     const uint32_t vlimit = rok ? p.vlimit : 0u; /* no valid index for an unknown request */
     int v[DSV4_TT_UNROLL][4];
     int nv = 0, vmin = 0x7FFFFFFF, vmax = -1;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(DSV4_TT_THREADS, DSV4_TT_MIN_CTAS) tt_dense_ke
         /* The current unit. */
         const bool rok = (unsigned)req < (unsigned)p.num_reqs;
         const uint32_t vlimit = rok ? p.vlimit : 0u; /* no valid index for an unknown request */
-        const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.table_stride;
+        const int32_t *tab = p.table + (int64_t)(rok ? req : 0) * p.block_table_stride;
         int nv = 0, vmin = 0x7FFFFFFF, vmax = -1;
         tt_tally<false>(v, seg, lane, K, vlimit, nv, vmin, vmax);
         if (seg == 0) {

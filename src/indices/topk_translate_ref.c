@@ -5,13 +5,13 @@
 #include "indices/topk_translate_config.h"
 
 /* Global slot of local index v for request req, or -1 (*ok = 0) when it has none. */
-static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t table_stride, const int32_t *table, int32_t req,
+static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t block_table_stride, const int32_t *table, int32_t req,
                            int32_t v, int *ok) {
     *ok = 0;
     if (req < 0 || req >= d->num_reqs || v < 0) return -1;
-    const int64_t page = v / d->block_size, off = v % d->block_size;
-    if (page >= d->table_width) return -1; /* library choice: past the table row */
-    const int64_t slot = (int64_t)table[req * table_stride + page] * d->block_size + off;
+    const int64_t page = v / d->page_tokens, off = v % d->page_tokens;
+    if (page >= d->block_table_width) return -1; /* library choice: past the table row */
+    const int64_t slot = (int64_t)table[req * block_table_stride + page] * d->page_tokens + off;
     *ok = 1;
     return (int32_t)(uint32_t)(uint64_t)slot; /* int32 wrap, as the kernels */
 }

@@ -75,10 +75,10 @@ typedef dsv4_decode_swa_indices_args_t DA;
     FIELD(D, num_tokens, -1, DSV4_STATUS_INVALID_VALUE),                                                               \
         FIELD(D, num_tokens, INT64_C(1) << 31, DSV4_STATUS_INVALID_VALUE),                                             \
         FIELD(D, topk, -1, DSV4_STATUS_INVALID_VALUE), FIELD(D, num_reqs, 0, DSV4_STATUS_INVALID_VALUE),               \
-        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, table_width, 0, DSV4_STATUS_INVALID_VALUE),        \
-        FIELD(D, block_size, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_size, -16, DSV4_STATUS_INVALID_VALUE),      \
+        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_table_width, 0, DSV4_STATUS_INVALID_VALUE),        \
+        FIELD(D, page_tokens, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, page_tokens, -16, DSV4_STATUS_INVALID_VALUE),      \
         FIELD(D, topk_stride, 7, DSV4_STATUS_INVALID_VALUE), FIELD(D, topk_stride, -8, DSV4_STATUS_INVALID_VALUE),     \
-        FIELD(D, table_stride, 3, DSV4_STATUS_INVALID_VALUE)
+        FIELD(D, block_table_stride, 3, DSV4_STATUS_INVALID_VALUE)
 
 /* The four inputs both translation variants share. */
 #define TT_INPUT_MUTS(A)                                                                                               \
@@ -147,10 +147,10 @@ static const mut_t dsw_muts[] = {
     FIELD(DD, num_tokens, -1, DSV4_STATUS_INVALID_VALUE),
     FIELD(DD, num_reqs, 0, DSV4_STATUS_INVALID_VALUE),
     FIELD(DD, window, 0, DSV4_STATUS_INVALID_VALUE),
-    FIELD(DD, page_size, 0, DSV4_STATUS_INVALID_VALUE),
-    FIELD(DD, page_size, -64, DSV4_STATUS_INVALID_VALUE),
-    FIELD(DD, table_width, -1, DSV4_STATUS_INVALID_VALUE),
-    FIELD(DD, table_stride, 1, DSV4_STATUS_INVALID_VALUE),
+    FIELD(DD, page_tokens, 0, DSV4_STATUS_INVALID_VALUE),
+    FIELD(DD, page_tokens, -64, DSV4_STATUS_INVALID_VALUE),
+    FIELD(DD, block_table_width, -1, DSV4_STATUS_INVALID_VALUE),
+    FIELD(DD, block_table_stride, 1, DSV4_STATUS_INVALID_VALUE),
     FIELD(DD, out_stride, 3, DSV4_STATUS_INVALID_VALUE),
     PTR_NULL(DA, token_to_req),
     PTR_NULL(DA, positions),

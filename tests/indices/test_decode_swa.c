@@ -13,7 +13,7 @@
 int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t *d,
             const dsv4_decode_swa_indices_args_t *h, size_t out_off) {
     const int64_t T = d->num_tokens, R = d->num_reqs;
-    const int64_t bst = d->table_stride ? d->table_stride : d->table_width,
+    const int64_t bst = d->block_table_stride ? d->block_table_stride : d->block_table_width,
                   os = d->out_stride ? d->out_stride : d->window;
     idx_dev_t t2r = idx_dev_in(h->token_to_req, (size_t)T * 4, 0, "token_to_req");
     idx_dev_t pos = idx_dev_in(h->positions, (size_t)T * 4, 0, "positions");
@@ -35,7 +35,7 @@ int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t 
 static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, int64_t width, int pad, size_t out_off) {
     th_rng_t *r = th_rng(t);
     dsv4_decode_swa_indices_desc_t d = {T, R, W, P, width, pad ? width + 2 : 0, pad ? W + 3 : 0};
-    const int64_t bst = d.table_stride ? d.table_stride : width, os = d.out_stride ? d.out_stride : W;
+    const int64_t bst = d.block_table_stride ? d.block_table_stride : width, os = d.out_stride ? d.out_stride : W;
     int32_t *t2r = malloc((size_t)(T + 1) * 4), *pos = malloc((size_t)(T + 1) * 4);
     int32_t *table = malloc((size_t)(R * bst) * 4);
     uint8_t *valid = malloc((size_t)T + 1);

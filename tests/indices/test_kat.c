@@ -36,7 +36,7 @@ static const int32_t k1_lens[] = {3, 0, 4};
 static const int32_t k2_indptr[] = {0, 3, 3, 7};
 static const int32_t k2_packed[] = {28, 13, 39, 27, 17, 16, 24};
 
-/* Library choices: v / bs >= table_width is -1 and not counted; an unknown request gives a
+/* Library choices: v / bs >= block_table_width is -1 and not counted; an unknown request gives a
  * -1 row and lens 0; any nonzero is_valid byte is valid. bs = 4, width 2, table [5, 6]. */
 static const int32_t lc_topk[] = {0, 7, 8, 100, -1, 3, 4, 5, -1, -1, 1, INT32_MAX, INT32_MIN, 6, -1};
 static const int32_t lc_t2r[] = {0, 1, 0};

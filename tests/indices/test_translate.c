@@ -22,7 +22,7 @@ static const char *kind_name[] = {"narrow", "wide", "sparse", "tiny", "junk", "m
 int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
                  const dsv4_topk_translate_args_t *h, size_t in_off, size_t out_off) {
     const int64_t T = d->num_tokens, K = d->topk;
-    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->table_stride ? d->table_stride : d->table_width;
+    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
     const int64_t os = d->out_stride ? d->out_stride : K;
     idx_dev_t topk = idx_dev_in(h->topk_indices, (size_t)(T * ts) * 4, in_off, "topk_indices");
     idx_dev_t t2r = idx_dev_in(h->token_to_req, (size_t)T * 4, 0, "token_to_req");
@@ -44,7 +44,7 @@ int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t
 int tt_gpu_packed(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
                   const dsv4_topk_translate_packed_args_t *h, size_t in_off, size_t out_off) {
     const int64_t T = d->num_tokens, K = d->topk;
-    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->table_stride ? d->table_stride : d->table_width;
+    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
     size_t ws_bytes = 0;
     TH_OK(t, dsv4_topk_translate_packed_workspace_size(d, &ws_bytes));
     idx_dev_t topk = idx_dev_in(h->topk_indices, (size_t)(T * ts) * 4, in_off, "topk_indices");
@@ -129,14 +129,14 @@ void tt_case_make(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t R, in
     d->num_tokens = T;
     d->topk = K;
     d->num_reqs = R;
-    d->table_width = width;
-    d->block_size = bs;
+    d->block_table_width = width;
+    d->page_tokens = bs;
     d->topk_stride = pad ? K + th_rng_range(r, 1, 5) : 0;
     /* pad 2: a table stride that keeps rows 16-byte aligned past a width that is not a
      * multiple of 4 (staging stops at the last whole chunk of the row). */
-    d->table_stride = pad == 2 ? (width + 3) / 4 * 4 + 4 : pad ? width + th_rng_range(r, 1, 3) : 0;
+    d->block_table_stride = pad == 2 ? (width + 3) / 4 * 4 + 4 : pad ? width + th_rng_range(r, 1, 3) : 0;
     d->out_stride = pad ? K + th_rng_range(r, 1, 6) : 0;
-    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->table_stride ? d->table_stride : width;
+    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : width;
     c->topk = malloc((size_t)(T * ts + 1) * 4);
     c->t2r = malloc((size_t)(T + 1) * 4);
     c->valid = malloc((size_t)T + 1);
