@@ -55,7 +55,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     static constexpr bool STAGE_OUT = false; /* one bf16 tile: too few rows to stage a CTA's output */
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
-        uint8_t raw[2][MLA_N][576];
+        uint8_t raw[2][MLA_N][DSV4_KV_DATA_BYTES];
         uint32_t scale[2][C::WD][MLA_N]; /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
         unsigned long long src[AHEAD + 1][MLA_N]; /* ring: record data address (mla_src)         */
         uint32_t scale_off[AHEAD + 1][MLA_N];     /*       its scale bytes, relative to the data   */
@@ -71,15 +71,15 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     static __device__ __forceinline__ void convert(const mla_list_params_t &L, uint32_t id, Smem &sm, int slot,
                                                    int row, bool pf) {
         const uint32_t P = (uint32_t)L.page_tokens;
-        const uint32_t page = (__umulhi(id, L.page_magic) + id) >> L.page_shift, pos = id - page * P;
-        const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * 576u;
-        const uint32_t soff = (P - pos) * 576u + pos * 8u;
+        const uint32_t page = kv_page_div(id, L.page_div.magic, L.page_div.shift), pos = id - page * P;
+        const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * DSV4_KV_DATA_BYTES;
+        const uint32_t soff = (P - pos) * DSV4_KV_DATA_BYTES + pos * DSV4_KV_SCALE_BYTES;
         sm.src[slot][row] = mla_src(data);
         sm.scale_off[slot][row] = soff;
         if (pf) {
             /* 576 bytes from a 64-byte aligned start: every line holds one of these */
 #pragma unroll
-            for (int c = 0; c < 576; c += 128) dsv4_prefetch_l2(data + c);
+            for (int c = 0; c < DSV4_KV_DATA_BYTES; c += 128) dsv4_prefetch_l2(data + c);
             dsv4_prefetch_l2(data + 575);
             dsv4_prefetch_l2(data + soff);
         }
@@ -95,14 +95,14 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
      * 4). */
     template <class C> static __device__ __forceinline__ int slice_chunks(int wd) {
         if (C::WD == 4) return wd == 3 ? 12 : 8;
-        return wd == C::WD - 1 ? (576 - C::DW * wd) / 16 : C::DW / 16;
+        return wd == C::WD - 1 ? (DSV4_KV_DATA_BYTES - C::DW * wd) / 16 : C::DW / 16;
     }
     template <class C> static __device__ __forceinline__ int scale_word_byte(int wd) {
         if (C::WD == 4) return 4 * (wd >> 1);
         return 4 * ((C::DW / 64 * wd) >> 2);
     }
     template <class C> struct MaxChunks { /* the last group's: the most of any group */
-        static constexpr int value = (576 - C::DW * (C::WD - 1)) / 16;
+        static constexpr int value = (DSV4_KV_DATA_BYTES - C::DW * (C::WD - 1)) / 16;
     };
 
     /* Slice group wd's cp.async of ring slot `slot` into raw[buf] (the slice table above).
@@ -150,7 +150,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int j = j0 + u * C::GT, row = j / NC, c = j % NC; /* 16 codes of dims DW wd + 16c .. */
-                const uint4 v = *(const uint4 *)(raw + row * 576 + 16 * c);
+                const uint4 v = *(const uint4 *)(raw + row * DSV4_KV_DATA_BYTES + 16 * c);
                 /* block DW wd / 64 + c / 4 is byte (that) % 4 of the group's scale word */
                 enc[u] = sc[4 * row + ((C::DW / 64 * wd + (c >> 2)) & 3)];
                 w4[u][0] = v.x, w4[u][1] = v.y, w4[u][2] = v.z, w4[u][3] = v.w;
@@ -205,7 +205,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
      * job in each step and the warp vote inside is uniform. */
     template <class C, int U, class Smem>
     static __device__ __forceinline__ void dequant(Smem &sm, int buf, uint16_t *k, int wd, int gl) {
-        constexpr int NL = (448 - C::DW * (C::WD - 1)) / 16; /* NoPE chunks per row of the last group */
+        constexpr int NL = (DSV4_KV_NOPE_DIM - C::DW * (C::WD - 1)) / 16; /* NoPE chunks per row of the last group */
         if (wd < C::WD - 1) {
             dequant_nope<C, C::DW / 16, U>(sm, buf, k, wd, gl);
         } else {
@@ -216,8 +216,8 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
 #pragma unroll
                 for (int u = 0; u < U; ++u) { /* 8 RoPE bf16 of dims 448 + 8c .. */
                     const int j = j0 + u * C::GT, row = j >> 3, c = j & 7;
-                    const uint4 v = *(const uint4 *)(sm.raw[buf][row] + 448 + 16 * c);
-                    *(uint4 *)(k + row * MLA_KSTR + 448 + 8 * c) =
+                    const uint4 v = *(const uint4 *)(sm.raw[buf][row] + DSV4_KV_NOPE_DIM + 16 * c);
+                    *(uint4 *)(k + row * MLA_KSTR + DSV4_KV_NOPE_DIM + 8 * c) =
                         make_uint4(mla_scrub_nan(v.x), mla_scrub_nan(v.y), mla_scrub_nan(v.z), mla_scrub_nan(v.w));
                 }
             }

@@ -160,17 +160,6 @@ void mla_params_init(mla_params_t *k, const mla_qo_geom_t *g, const void *q, voi
     k->num_lists = num_lists;
 }
 
-/* Division by P through a multiply-high (Granlund-Montgomery, round-up variant): with
- * l = ceil(log2 P) and magic = floor(2^32 (2^l - P) / P) + 1 (< 2^32 for P <= 2^20),
- * n / P = (umulhi(n, magic) + n) >> l for every n < 2^32; the sum cannot overflow for
- * the non-negative int32 ids the kernel divides. */
-void mla_page_magic(int64_t P, uint32_t *magic, int32_t *shift) {
-    int l = 0;
-    while ((INT64_C(1) << l) < P) ++l;
-    *magic = (uint32_t)((((uint64_t)1 << 32) * (uint64_t)((INT64_C(1) << l) - P)) / (uint64_t)P + 1);
-    *shift = l;
-}
-
 /* One list's parameters; page_tokens = 1 for prefill's unpaged rows. */
 static mla_list_params_t mla_list(const int32_t *ids, const int32_t *lens, int64_t stride, int64_t width,
                                   const void *base, int64_t page_tokens, int64_t row_bytes, int64_t num_valid) {
@@ -185,7 +174,7 @@ static mla_list_params_t mla_list(const int32_t *ids, const int32_t *lens, int64
     lp.num_valid = num_valid;
     /* int32 ids: a negative one is >= 2^31 as uint32_t, so one unsigned compare tests both ends */
     lp.id_limit = num_valid > INT32_MAX ? UINT32_C(0x80000000) : (uint32_t)num_valid;
-    mla_page_magic(page_tokens, &lp.page_magic, &lp.page_shift);
+    lp.page_div = kv_page_div_make(page_tokens);
     return lp;
 }
 

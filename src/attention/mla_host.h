@@ -48,9 +48,6 @@ int64_t mla_current_sm_count(void);
 
 float mla_scale_or_default(float scale);
 
-/* Division of slot ids by P in the decode kernel: see mla_host.c. */
-void mla_page_magic(int64_t P, uint32_t *magic, int32_t *shift);
-
 /* The list descriptions the kernels and the references both walk: the one mapping from
  * the public descriptors (stride 0 = width; decode: paged fp8 records, valid ids
  * [0, num_pages * P); prefill: bf16 rows of kv_stride (0 = 512) elements, valid ids

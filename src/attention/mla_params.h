@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "common/kv_format.h"
 #include "dsv4/dsv4.h"
 
 #ifdef __cplusplus
@@ -25,8 +26,7 @@ typedef struct mla_list_params {
     int64_t row_bytes;    /* decode: page stride; prefill: kv row stride, both in bytes */
     int64_t num_valid;    /* ids in [0, num_valid) are valid (num_pages * P, or kv_rows) */
     uint32_t id_limit;    /* min(num_valid, 2^31): id valid <=> (uint32_t)id < id_limit   */
-    uint32_t page_magic;  /* decode: id / P = (umulhi(id, page_magic) + id) >> page_shift */
-    int32_t page_shift;   /*   for 0 <= id < 2^31 (mla_page_magic)                       */
+    kv_page_div_t page_div; /* decode: id / P for 0 <= id < 2^31 (common/kv_format.h)  */
 } mla_list_params_t;
 
 typedef struct mla_params {

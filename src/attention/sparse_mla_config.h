@@ -23,6 +23,7 @@
 
 #include "common/launch.h"
 #include "dsv4/attention.h"
+#include "dsv4/kvcache.h"
 
 #define MLA_N 16         /* keys per tile                                        */
 #define MLA_KSTR 520     /* bf16 per K-tile row: 1040 B = 16 mod 128              */
@@ -84,7 +85,7 @@
 #define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
 #define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
 #define MLA_SMEM_DECODE(hc, wd)                                                                        \
-    (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * 576 + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
+    (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * DSV4_KV_DATA_BYTES + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 /* ws32 and ws64 (mla_ws.cuh), hc heads: K tiles, key flags, ps p slots, alphas by
@@ -93,7 +94,7 @@
 #define MLA_SMEM_WS(hc, ps) (2 * MLA_N * MLA_KSTR * 2 + 2 * MLA_N * 4 + (ps) * (hc) * MLA_PSTR * 2 + 4 * (hc) * 4)
 #define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(32, 2) + 4 * 2 * MLA_N * 4)
 #define MLA_SMEM_DECODE_WS(hc, wd, ps) \
-    (MLA_SMEM_WS(hc, ps) + MLA_N * 576 + (wd) * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
+    (MLA_SMEM_WS(hc, ps) + MLA_N * DSV4_KV_DATA_BYTES + (wd) * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill h16w4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla decode ws32");

@@ -54,7 +54,7 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
-        uint8_t raw[1][MLA_N][576];
+        uint8_t raw[1][MLA_N][DSV4_KV_DATA_BYTES];
         uint32_t scale[1][C::WD][MLA_N];
         unsigned long long src[R][MLA_N];
         uint32_t scale_off[R][MLA_N];

@@ -13,6 +13,7 @@
 
 #include "attention/mla_host.h"
 #include "common/error.h"
+#include "common/kv_format.h"
 #include "dsv4/numerics.h"
 
 /* A source of key rows: up to two lists (the kernels' list description), each with a row
@@ -25,16 +26,12 @@ typedef struct ref_list {
 static int fetch_fp8(const mla_list_params_t *l, int32_t id, double *row) {
     if (id < 0 || (int64_t)id >= l->num_valid) return 0;
     const int64_t page = id / l->page_tokens, pos = id % l->page_tokens;
-    const uint8_t *base = l->base + page * l->row_bytes;
-    const uint8_t *data = base + pos * 576, *scales = base + l->page_tokens * 576 + pos * 8;
-    for (int d = 0; d < 448; ++d) {
-        const float v = dsv4_bf16_to_f32(dsv4_dequant_e4m3(data[d], dsv4_ue8m0_to_f32(scales[d / 64])));
-        row[d] = isnan(v) ? 0.0 : (double)v;
-    }
-    for (int i = 0; i < 64; ++i) {
-        const uint16_t h = (uint16_t)(data[448 + 2 * i] | (data[449 + 2 * i] << 8));
-        const float v = dsv4_bf16_to_f32(h);
-        row[448 + i] = isnan(v) ? 0.0 : (double)v;
+    uint16_t rec[DSV4_KV_DIM];
+    kv_record_decode(l->base + kv_data_offset(page, pos, l->row_bytes),
+                     l->base + kv_scale_offset(page, pos, l->page_tokens, l->row_bytes), rec);
+    for (int d = 0; d < DSV4_KV_DIM; ++d) {
+        const float v = dsv4_bf16_to_f32(rec[d]);
+        row[d] = isnan(v) ? 0.0 : (double)v; /* NaN lanes of K read as 0 */
     }
     return 1;
 }

@@ -9,13 +9,6 @@
 #include "kvcache/kv_common.h"
 #include "kvcache/kv_record.h"
 
-static void dequant_record(const uint8_t *data, const uint8_t *scales, uint16_t *row) {
-    for (int d = 0; d < DSV4_KV_NOPE_DIM; ++d) row[d] = dsv4_dequant_e4m3(data[d], dsv4_ue8m0_to_f32(scales[d / 64]));
-    for (int i = 0; i < DSV4_KV_ROPE_DIM; ++i)
-        row[DSV4_KV_NOPE_DIM + i] =
-            (uint16_t)(data[DSV4_KV_NOPE_DIM + 2 * i] | (data[DSV4_KV_NOPE_DIM + 2 * i + 1] << 8));
-}
-
 dsv4_status_t kv_gather_ref_run(const dsv4_kv_gather_desc_t *d, const kv_gather_plan_t *plan,
                                 const dsv4_kv_gather_args_t *a) {
     const int64_t P = d->page_tokens;
@@ -31,7 +24,7 @@ dsv4_status_t kv_gather_ref_run(const dsv4_kv_gather_desc_t *d, const kv_gather_
                 memset(row, 0, DSV4_KV_DIM * sizeof *row);
                 continue;
             }
-            dequant_record(a->cache + kv_data_offset(page, pos % P, d->page_stride_bytes),
+            kv_record_decode(a->cache + kv_data_offset(page, pos % P, d->page_stride_bytes),
                            a->cache + kv_scale_offset(page, pos % P, P, d->page_stride_bytes), row);
         }
     }

@@ -30,6 +30,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "common/kv_format.h"
 #include "dsv4/kvcache.h"
 #include "dsv4/numerics.h"
 
@@ -46,16 +47,6 @@
 #define KV_FDIV(a, b) ((a) / (b))
 #define KV_FSQRT(a) sqrtf(a)
 #endif
-
-/* ---- addressing (spec/kv-cache.md section 3); all byte offsets 64-bit --------------- */
-/* Offset of slot p's 576 data bytes (448 codes, then 128 RoPE bytes). */
-DSV4_HD int64_t kv_data_offset(int64_t page, int64_t p, int64_t page_stride_bytes) {
-    return page * page_stride_bytes + p * DSV4_KV_DATA_BYTES;
-}
-/* Offset of slot p's 8 scale bytes (7 scales, then the pad byte). */
-DSV4_HD int64_t kv_scale_offset(int64_t page, int64_t p, int64_t P, int64_t page_stride_bytes) {
-    return page * page_stride_bytes + P * DSV4_KV_DATA_BYTES + p * DSV4_KV_SCALE_BYTES;
-}
 
 /* ---- quantization of a 64-dim block ------------------------------------------------ */
 /* One step of the reference's block maximum: a NaN element leaves amax unchanged. A

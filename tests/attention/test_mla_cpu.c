@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/mla_host.h" /* mla_page_magic */
+#include "attention/mla_host.h"
+#include "common/kv_format.h"
 #include "dsv4/numerics.h"
 #include "mla_case.h"
 #include "test_mla.h"
@@ -337,13 +338,12 @@ static void test_plan(th_ctx_t *t) {
     TH_CHECK(t, ws == 0, "prefill workspace %zu", ws);
 }
 
-/* The decode kernel divides slot ids by P with mla_page_magic's multiply-high; the
- * device formula, emulated here, must equal the division for every P the API accepts
+/* The decode kernel divides slot ids by P with common/kv_format.h's multiply-high (whose
+ * host form emulates __umulhi); it must equal the division for every P the API accepts
  * (1 .. 2^20) and every non-negative int32 id: edges (0, multiples of P and their
  * neighbours, 2^31 - 1) for P near powers of two and odd P, plus random pairs. */
 static int magic_div_ok(int64_t P, uint32_t n, uint32_t magic, int32_t shift) {
-    const uint32_t hi = (uint32_t)(((uint64_t)n * magic) >> 32);
-    return ((hi + n) >> shift) == n / (uint32_t)P;
+    return kv_page_div(n, magic, shift) == n / (uint32_t)P;
 }
 static void test_page_magic(th_ctx_t *t) {
     int64_t Ps[64];
@@ -359,9 +359,9 @@ static void test_page_magic(th_ctx_t *t) {
     int bad = 0;
     for (int i = 0; i < np + 400; ++i) {
         const int64_t P = i < np ? Ps[i] : 1 + (int64_t)(th_rng_u32(r) % (1u << 20));
-        uint32_t magic;
-        int32_t shift;
-        mla_page_magic(P, &magic, &shift);
+        const kv_page_div_t pd = kv_page_div_make(P);
+        const uint32_t magic = pd.magic;
+        const int32_t shift = pd.shift;
         const uint32_t edges[] = {0, 1, (uint32_t)P - 1, (uint32_t)P, (uint32_t)P + 1, 0x7FFFFFFFu,
                                   (uint32_t)(0x7FFFFFFFu / P * P), (uint32_t)(0x7FFFFFFFu / P * P - 1)};
         for (int e = 0; e < 8; ++e) bad += !magic_div_ok(P, edges[e], magic, shift);
