@@ -74,7 +74,7 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *const
             cudaMemsetAsync(ctx->flush, i & 0xFF, ctx->flush_bytes, s);
             /* --flush clean: the memset left L2 full of dirty lines, whose write-back the
              * timed run would otherwise pay as it allocates; reading the buffer back
-             * leaves clean lines (docs/history/mhc-log.md, "The L2 flush"). */
+             * leaves clean lines (docs/results.md says how rows are measured). */
             if (ctx->flush_clean &&
                 dsv4_probe_read(ctx->flush, ctx->flush_bytes, 4 * ctx->dev.sm_count, ctx->flush_sink,
                                 DSV4_STREAM(ctx->stream)) != DSV4_STATUS_SUCCESS)

@@ -1,14 +1,15 @@
 /*
- * Benchmark cases of the kvcache family (issue 3), timed through the public API.
+ * Benchmark cases of the kvcache family, timed through the public API.
  *
- *   gather rows=R req=Q P=p     dsv4_kv_gather of R rows in total (R/Q per request) from a
- *                               cache whose pages are shuffled over the block tables;
- *                               bytes = R * (584 read + 1024 written); ceiling: copy
- *   insert tokens=T P=64        dsv4_kv_insert of T rows into consecutive slots of shuffled
- *                               pages; bytes = T * (1024 read + 584 written); ceiling: copy
- *                               (T = 65,536) or the empty launch (T = 8,192, a latency case)
- *   swa_write tokens=T heads=H  dsv4_kv_swa_write, V4.1 SWA page (P = 32); bytes =
- *                               T * (H * 1024 * 2 (q read + written) + 1024 (kv) + 584)
+ *   kv_gather    rows=N R=Q P=p  N rows in total (N/Q per request) from a cache whose
+ *                                pages are shuffled over the block tables; bytes =
+ *                                N * (584 read + 1024 written); ceiling: copy
+ *   kv_insert    T=N P=64        N rows into consecutive slots of shuffled pages; bytes =
+ *                                N * (1024 read + 584 written); ceiling: copy (N = 65,536)
+ *                                or the empty launch (N = 8,192, a latency case)
+ *   kv_swa_write T=N H=h         V4.1 SWA page (P = 32); bytes =
+ *                                N * (h * 1024 * 2 (q read + written) + 1024 (kv) + 584)
+ * A `rotated` row repeats a case back to back over three input sets (no flush).
  *
  * Page strides follow vLLM: P * 584 rounded up to a multiple of 576. With --check each
  * case first compares one run with the CPU reference: every cache byte and every gathered
@@ -80,12 +81,12 @@ typedef struct {
     int64_t rows, reqs, P;
 } gather_cfg_t;
 static const gather_cfg_t gather_cfgs[] = {
-    {"gather rows=16384 req=1 P=64", 16384, 1, 64},     {"gather rows=16384 req=4 P=64", 16384, 4, 64},
-    {"gather rows=16384 req=1 P=256", 16384, 1, 256},   {"gather rows=16384 req=4 P=256", 16384, 4, 256},
-    {"gather rows=49152 req=1 P=64", 49152, 1, 64},     {"gather rows=49152 req=4 P=64", 49152, 4, 64},
-    {"gather rows=49152 req=1 P=256", 49152, 1, 256},   {"gather rows=49152 req=4 P=256", 49152, 4, 256},
-    {"gather rows=131072 req=1 P=64", 131072, 1, 64},   {"gather rows=131072 req=4 P=64", 131072, 4, 64},
-    {"gather rows=131072 req=1 P=256", 131072, 1, 256}, {"gather rows=131072 req=4 P=256", 131072, 4, 256},
+    {"rows=16384 R=1 P=64", 16384, 1, 64},     {"rows=16384 R=4 P=64", 16384, 4, 64},
+    {"rows=16384 R=1 P=256", 16384, 1, 256},   {"rows=16384 R=4 P=256", 16384, 4, 256},
+    {"rows=49152 R=1 P=64", 49152, 1, 64},     {"rows=49152 R=4 P=64", 49152, 4, 64},
+    {"rows=49152 R=1 P=256", 49152, 1, 256},   {"rows=49152 R=4 P=256", 49152, 4, 256},
+    {"rows=131072 R=1 P=64", 131072, 1, 64},   {"rows=131072 R=4 P=64", 131072, 4, 64},
+    {"rows=131072 R=1 P=256", 131072, 1, 256}, {"rows=131072 R=4 P=256", 131072, 4, 256},
 };
 
 typedef struct {
@@ -236,8 +237,8 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
     uint64_t s = 0x1A5E;
     insert_state_t h;
     bench_timing_t tm;
-    if (!ctx->have_gpu) { /* 256 tokens of the spec's ramp block (x_d = (d - 32)/8 in every
-                             block): enc 121 and the spec's codes in every record */
+    if (!ctx->have_gpu) { /* 256 tokens of the ramp block (x_d = (d - 32)/8 in every
+                             block): enc 121 and its known codes in every record */
         insert_problem(256, &s, &h);
         for (int64_t i = 0; i < 256 * 512; ++i) ((uint16_t *)h.a.k)[i] = dsv4_f32_to_bf16((float)(i % 64 - 32) / 8.0f);
         bench_time_cpu(insert_cpu, &h, 5, &tm);
@@ -350,7 +351,7 @@ static void swa_ref_cache(const swa_state_t *h, uint8_t *cache) {
     free(k.a.q);
 }
 
-/* q of every 16th token by the reference, against `got` (1 bf16 ulp, spec/numerics.md 8). */
+/* q of every 16th token by the reference, against `got` (1 bf16 ulp: kvcache.h's q contract). */
 static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_t *got) {
     const int64_t H = h->d.num_heads, row = H * 512;
     int ok = 1;
@@ -378,7 +379,7 @@ static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_
 
 static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t H) {
     /* 64 tokens: q rows come out with mean square 1 (a unit rotation keeps it), and the
-     * cache equals dsv4_kv_insert_ref of bf16(RoPE(kv)) evaluated here in the spec's form. */
+     * cache equals dsv4_kv_insert_ref of bf16(RoPE(kv)) evaluated here in the header's fmaf form. */
     uint64_t s = 0x5A7;
     swa_state_t h;
     bench_timing_t tm;
@@ -457,21 +458,21 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
 
 
 const bench_case_t bench_kvcache_cases[] = {
-    {"kv_gather", "gather rows=16384 req=1 P=64", run_gather},
-    {"kv_gather", "gather rows=16384 req=4 P=64", run_gather},
-    {"kv_gather", "gather rows=16384 req=1 P=256", run_gather},
-    {"kv_gather", "gather rows=16384 req=4 P=256", run_gather},
-    {"kv_gather", "gather rows=49152 req=1 P=64", run_gather},
-    {"kv_gather", "gather rows=49152 req=4 P=64", run_gather},
-    {"kv_gather", "gather rows=49152 req=1 P=256", run_gather},
-    {"kv_gather", "gather rows=49152 req=4 P=256", run_gather},
-    {"kv_gather", "gather rows=131072 req=1 P=64", run_gather},
-    {"kv_gather", "gather rows=131072 req=4 P=64", run_gather},
-    {"kv_gather", "gather rows=131072 req=1 P=256", run_gather},
-    {"kv_gather", "gather rows=131072 req=4 P=256", run_gather},
-    {"kv_insert", "insert tokens=65536 P=64", run_insert},
-    {"kv_insert", "insert tokens=8192 P=64", run_insert},
-    {"kv_swa_write", "swa_write tokens=8192 heads=64", run_swa},
-    {"kv_swa_write", "swa_write tokens=8192 heads=32", run_swa},
+    {"kv_gather", "rows=16384 R=1 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=4 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=1 P=256", run_gather},
+    {"kv_gather", "rows=16384 R=4 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=4 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=4 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=4 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=4 P=256", run_gather},
+    {"kv_insert", "T=65536 P=64", run_insert},
+    {"kv_insert", "T=8192 P=64", run_insert},
+    {"kv_swa_write", "T=8192 H=64", run_swa},
+    {"kv_swa_write", "T=8192 H=32", run_swa},
 };
 const int bench_kvcache_count = (int)(sizeof bench_kvcache_cases / sizeof bench_kvcache_cases[0]);

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """libdsv4 vs plain PyTorch: every operator through the Python binding and through a PyTorch
-implementation of the same contract written here from the spec (/work/shared/spec, restated in
-include/dsv4/*.h), checked for agreement and timed on the same inputs.
+implementation of the same contract (include/dsv4/*.h) written here, checked for agreement and timed on the same inputs.
 
     python3 scripts/compare_torch.py OUTFILE.jsonl [--op NAME ...] [--reps 30] [--warmup 5]
     python3 scripts/compare_torch.py --self-test-cpu    # checks only, small shapes, on CPU tensors
@@ -47,7 +46,7 @@ except ImportError:
 REC, DATA, NOPE = 584, 576, 448
 
 
-# ==== shared torch pieces (the spec, in torch) ================================================
+# ==== shared torch pieces (the contracts, in torch) ================================================
 def page_stride(P):
     return (P * REC + 575) // 576 * 576
 
@@ -84,7 +83,7 @@ def ue8m0_scale(enc):
 
 
 def t_quantize(rows):
-    """bf16 [T, 512] -> the 584 record bytes as (data [T, 576], scales [T, 8]) (spec 4.1)."""
+    """bf16 [T, 512] -> the 584 record bytes as (data [T, 576], scales [T, 8]) (kvcache.h's quantization)."""
     T = rows.shape[0]
     x = rows[:, :NOPE].float().view(T, 7, 64)
     a = torch.where(torch.isnan(x), torch.zeros_like(x), x.abs()).amax(-1)
@@ -156,7 +155,7 @@ def t_swa_write(q, kv, pos, slots, cs, cache, P, eps, heads):
     x = q[:, :heads].float()
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     c, s = cs[pos, :32].unsqueeze(1), cs[pos, 32:].unsqueeze(1)
-    ya, yb = t_rope_pairs(y[..., NOPE::2], y[..., NOPE + 1::2], c, s, True)  # the spec's fmaf form
+    ya, yb = t_rope_pairs(y[..., NOPE::2], y[..., NOPE + 1::2], c, s, True)  # the contract's fmaf form
     y[..., NOPE::2], y[..., NOPE + 1::2] = ya, yb
     q[:, :heads] = y.bfloat16()
     q[:, heads:] = 0

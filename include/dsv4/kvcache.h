@@ -1,6 +1,6 @@
 /*
  * The kvcache family: writers and reader of the paged fp8_ds_mla cache
- * (spec/kv-cache.md, numbers in spec/numerics.md).
+ * (the format: below and src/common/kv_format.h; number formats: dsv4/numerics.h).
  *
  *   dsv4_kv_insert      quantize bf16 latent rows and insert them into the cache
  *   dsv4_kv_swa_write   fused SWA writer: q RMS norm + q RoPE (in place), kv RoPE, insert
@@ -28,12 +28,12 @@
  *   num_pages            in [1, INT64_MAX / page_stride_bytes]          INVALID_VALUE
  *   cache pointer        16-byte aligned (the kernels' vector accesses) MISALIGNED
  *
- * Quantization of a row (insert and SWA writer; spec/numerics.md section 4.1): per
+ * Quantization of a row (insert and SWA writer): per
  * 64-dim block, amax = max |x| over its bf16 values with NaN left out, floored at 1e-4;
  * enc = the smallest e + 127 with 448 * 2^e >= amax, clamped to [0, 255]; each code is
  * e4m3(clamp(x * 2^-e, -448, 448)) with round-to-nearest-even, NaN -> 0x7E. Bit-exact.
  *
- * Dequantization (gather; spec/numerics.md section 5): bf16(decode_e4m3(code) *
+ * Dequantization (gather): bf16(decode_e4m3(code) *
  * 2^(enc-127)), the scale decoded by the integer shift enc << 23. Bit-exact.
  *
  * Every call: NULL descriptor, args or required pointer -> NULL_POINTER; a NULL stream
@@ -61,7 +61,7 @@ extern "C" {
 #define DSV4_KV_RECORD_BYTES 584 /* the whole record                                */
 
 /* =================================================================================
- * dsv4_kv_insert: quantize + insert (spec/kv-cache.md section 4)
+ * dsv4_kv_insert: quantize + insert
  * =================================================================================
  * For t in [0, num_tokens): slot = slot_mapping[t]. A negative slot (-1 upstream) or a
  * slot >= num_pages * P is skipped: nothing is written for that row. Otherwise the 584
@@ -112,8 +112,8 @@ dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_k
  *     d < 448:   q[n, h, d] = bf16(x_d * rq)
  *     d >= 448:  q[n, h, d] = bf16(RoPE(x * rq) at position_ids[n])
  * Heads num_heads .. num_heads_padded - 1 of every token are written as zeros (vLLM's
- * head padding). The q output is checked within 1 bf16 ulp (spec/numerics.md section 8:
- * the fp32 sum order is not part of the contract).
+ * head padding). The q output is checked within 1 bf16 ulp (the fp32 sum order is not
+ * part of the contract).
  *
  * KV side, for every t < num_insert whose slot_mapping[t] is in [0, num_pages * P):
  * r = bf16(RoPE(kv[t, :]) at position_ids[t]) (NoPE dims unchanged, rotated dims rounded),

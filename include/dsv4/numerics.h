@@ -1,7 +1,7 @@
 /*
  * Number formats of DeepSeek-V4 caches: bf16, fp8 e4m3fn, UE8M0 block scales.
  *
- * The one source of truth for host and device (spec/numerics.md). Every function is a
+ * The one source of truth for host and device. Every function is a
  * pure integer/IEEE function, compiled as `static inline` C on the host and as
  * `__host__ __device__` inline code by nvcc, so the CPU references and the kernels
  * run the same lines. No fast-math: the build never enables it.
@@ -70,7 +70,7 @@ DSV4_HD float dsv4_e4m3_to_f32(uint8_t b) {
 }
 
 /* fp32 -> byte: round to nearest even, saturate to +-448, NaN -> 0x7F (sign dropped, as
- * the hardware cvt.rn.satfinite.e4m3x2.f32). spec/numerics.md section 3, step by step. */
+ * the hardware cvt.rn.satfinite.e4m3x2.f32), step by step on the fp32 bits. */
 DSV4_HD uint8_t dsv4_f32_to_e4m3(float x) {
     uint32_t u = dsv4_f32_bits(x);
     uint32_t sign = u >> 31, mag = u & 0x7FFFFFFFu;
@@ -136,7 +136,7 @@ DSV4_HD uint8_t dsv4_e4m3_quantize(float x, float inv_scale) {
 }
 
 /* Dequantized NoPE element as bf16 bits: bf16(decode(byte) * 2^(enc-127)). The fp32
- * product is exact over the encodings writers emit (spec/numerics.md section 5), so the
+ * product is exact over the encodings writers emit (enc 1..254 with a finite code), so the
  * final rounding changes nothing there; it still rounds, for enc 0 and 255. */
 DSV4_HD uint16_t dsv4_dequant_e4m3(uint8_t byte, float scale) {
     return dsv4_f32_to_bf16(dsv4_e4m3_to_f32(byte) * scale);

@@ -1,7 +1,7 @@
-"""Independent numpy models of the operator contracts (spec/*.md, include/dsv4/*.h), and the
+"""Independent numpy models of the operator contracts (include/dsv4/*.h), and the
 random model-shaped inputs the tests feed both them and the binding.
 
-Written from the spec, not from the C code: e4m3 encoding by nearest-value search over the 256
+Written from the contracts, not from the C code: e4m3 encoding by nearest-value search over the 256
 codes, UE8M0 by the smallest power of two, fp32 fmaf as an exact float64 product + sum rounded
 once to float32 (exact for the magnitudes used here: the sum of a 32-bit product and a 24-bit
 addend spans < 53 bits unless their exponents are ~2^21 apart, and then a double rounding needs
@@ -353,7 +353,7 @@ def projection_model(X, fn, rms_eps, sqrsum=None):
 
 
 def gates_epilogue(mix, scale, base, pre_eps=1e-6, sk_eps=1e-6, post_mult=2.0, iters=20):
-    """fp64 pre [T,4], post [T,4], comb [T,4,4] from mix (spec/mhc.md 3.3-3.4)."""
+    """fp64 pre [T,4], post [T,4], comb [T,4,4] from mix (include/dsv4/mhc.h, the gates)."""
     mix = mix.astype(np.float64)
     sc, b = scale.astype(np.float64), base.astype(np.float64)
     sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731

@@ -72,7 +72,7 @@ def test_kv_swa_write(gpu, rng, heads, padded):
         return d.kv_swa_write(q, kv, pos, slots, cs, cache, page_tokens=P, eps=1e-6, num_heads=heads)
     (hq, hc), (gq, gc) = both(run, gpu, q, kv, pos, slots, cs, cache)
     assert_bits(gc, hc, "kv_swa_write cache bytes")
-    assert_ulp(gq, hq, "kv_swa_write q (spec: <= 1 bf16 ulp)")
+    assert_ulp(gq, hq, "kv_swa_write q (contract: <= 1 bf16 ulp)")
 
 
 @pytest.mark.parametrize("reqs,P,glen", [(1, 64, False), (4, 64, True), (4, 256, False)])
@@ -163,7 +163,7 @@ def test_sparse_mla_decode_configs_and_splits(gpu, rng):
             _within_tolerance(out, ref, maxk, f"decode config={config} num_splits={splits}")
             outs[(config, splits)] = out
         merged = gpu.get(run_decode(gpu, c, config=config, num_splits=1, force_merge=True))
-        assert_bits(merged, outs[(config, 1)], f"config {config}: S=1 direct write vs partial+merge (spec: bitwise)")
+        assert_bits(merged, outs[(config, 1)], f"config {config}: S=1 direct write vs partial+merge (contract: bitwise)")
     again = gpu.get(run_decode(gpu, c, num_splits=4))
     assert_bits(again, outs[(0, 4)], "decode determinism (two runs)")
 
@@ -214,7 +214,7 @@ def test_mhc_collapse(gpu, rng, variant, norm):
                      c["pre_mix"], c["w"] if norm else None)
     assert_bits(dev[1], host[1], "collapse aux")
     if norm:
-        assert_ulp(dev[0], host[0], "collapse + RMSNorm (spec: <= 1 ulp)")
+        assert_ulp(dev[0], host[0], "collapse + RMSNorm (contract: <= 1 ulp)")
     else:
         assert_bits(dev[0], host[0], "collapse")
 
@@ -291,7 +291,7 @@ def test_mhc_seam(gpu, rng, variant, T, route):
         return d.mhc_seam(x, R, post, comb, fn, scale, base, variant=variant, route=route, pre_mix=pm,
                           norm_weight=w, with_aux=True, with_mix=True)
     host, dev = both(run, gpu, *(c[k] for k in ("x", "R", "post", "comb", "fn", "scale", "base")), pre_mix, c["w"])
-    assert_bits(dev["residual_out"], host["residual_out"], "seam residual_out (spec: bit-exact on every route)")
+    assert_bits(dev["residual_out"], host["residual_out"], "seam residual_out (contract: bit-exact on every route)")
     assert_bits(dev["aux"], host["aux"], "seam aux")
     _check_gates(dev, host["residual_out"], c["fn"], c["scale"], c["base"], gate, what=f"seam T={T} route={route}")
     # fn split once (mhc_fn_split): the same bits in every output
@@ -332,7 +332,7 @@ def test_workspace_sizes(gpu, rng):
                                     extra_ids=gpu.put(c["ei"]), extra_lens=gpu.put(c["el"]),
                                     extra_page_tokens=c["P_c"], num_splits=4)
     need = plan["workspace_bytes"]
-    assert need == 8 * 4 * 64 * 515 * 4  # the spec's partials (514 words per row) + a flag word
+    assert need == 8 * 4 * 64 * 515 * 4  # the partials (514 words per row) + a flag word
     small = torch.empty(need - 1, dtype=torch.uint8, device="cuda")
     with pytest.raises(d.Dsv4Error, match="WORKSPACE_TOO_SMALL"):
         run_decode(gpu, c, num_splits=4, workspace=small)

@@ -1,4 +1,4 @@
-"""kvcache on the host path (C references) against the numpy model of spec/kv-cache.md."""
+"""kvcache on the host path (C references) against the numpy model of include/dsv4/kvcache.h."""
 import numpy as np
 import pytest
 

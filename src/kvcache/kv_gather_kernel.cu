@@ -1,7 +1,7 @@
 /*
  * kv_gather kernel: dequantize paged fp8_ds_mla rows into the bf16 workspace.
  *
- * Formula (spec/kv-cache.md section 6): request b, L = seq_lens[b], G = gather_lens[b]
+ * Formula (include/dsv4/kvcache.h): request b, L = seq_lens[b], G = gather_lens[b]
  * (or L), i in [0, min(G, out_rows - offset)): pos = L - G + i; page =
  * block_table[b, pos / P]; p = pos % P; out[b, offset + i, 64k + j] =
  * bf16(e4m3(code) * 2^(enc_k - 127)), out[b, offset + i, 448 + j] = stored bf16.

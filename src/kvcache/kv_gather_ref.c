@@ -1,7 +1,7 @@
 /*
- * CPU reference of dsv4_kv_gather (spec/kv-cache.md section 6): plain loops, each NoPE
- * element as dsv4_dequant_e4m3(code, dsv4_ue8m0_to_f32(enc)) (fp32 product, one bf16
- * rounding, the scale by the exponent shift), the RoPE dims copied byte for byte.
+ * CPU reference of dsv4_kv_gather: plain loops, each record through kv_record_decode
+ * (common/kv_format.h: fp32 product, one bf16 rounding, the scale by the exponent shift;
+ * the RoPE dims copied byte for byte).
  * Invalid positions (negative, past the table width, page id out of range) give zeros.
  */
 #include <string.h>

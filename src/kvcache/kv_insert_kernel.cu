@@ -1,7 +1,7 @@
 /*
  * kv_insert kernel: quantize bf16 rows and insert them into the paged fp8_ds_mla cache.
  *
- * Formula (spec/kv-cache.md section 4): for token t with slot = slot_mapping[t] in
+ * Formula (include/dsv4/kvcache.h): for token t with slot = slot_mapping[t] in
  * [0, num_pages*P): page = slot / P, p = slot % P; per 64-dim block k < 7 of k[t]:
  * enc_k from the block's NaN-free amax, codes e4m3(clamp(x * 2^-e)), written at
  * page*stride + p*576 + 64k; enc_k at page*stride + P*576 + p*8 + k, pad byte 0; dims

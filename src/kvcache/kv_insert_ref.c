@@ -1,5 +1,5 @@
 /*
- * CPU reference of dsv4_kv_insert (spec/kv-cache.md section 4): plain loops over tokens,
+ * CPU reference of dsv4_kv_insert: plain loops over tokens,
  * one record per valid slot through kv_quant_row (src/kvcache/kv_record.h), nothing
  * else touched.
  */

@@ -8,7 +8,7 @@
  * call the same functions on the elements a lane holds (the e4m3 step excepted: see
  * below).
  *
- * Quantization (spec/numerics.md 4.1): amax = max |x| with NaN left out, enc =
+ * Quantization (include/dsv4/kvcache.h): amax = max |x| with NaN left out, enc =
  * dsv4_ue8m0_from_amax(amax) (it applies the 1e-4 floor), inv = dsv4_ue8m0_inv_scale(enc),
  * code = e4m3(clamp(x * inv, -448, 448)) with NaN -> 448. The three steps here are
  * cheaper forms of those, exact on the values a block can produce (amax is 0, a bf16
@@ -103,7 +103,7 @@ DSV4_HD void kv_quant_row(const uint16_t *row, uint8_t *data, uint8_t *scales) {
     }
 }
 
-/* ---- GPT-J RoPE, this library's evaluation form (spec/kv-cache.md section 5) -------- */
+/* ---- GPT-J RoPE, this library's evaluation form (include/dsv4/kvcache.h) ----------- */
 /* y_a = fmaf(x_a, c, -(x_b * s)), y_b = fmaf(x_a, s, x_b * c); inner products rounded. */
 DSV4_HD void kv_rope_pair(float xa, float xb, float c, float s, float *ya, float *yb) {
     *ya = fmaf(xa, c, -KV_FMUL(xb, s));

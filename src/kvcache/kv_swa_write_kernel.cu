@@ -1,5 +1,5 @@
 /*
- * kv_swa_write kernel: the fused SWA writer (spec/kv-cache.md section 5).
+ * kv_swa_write kernel: the fused SWA writer (include/dsv4/kvcache.h).
  *
  * Formula. Q side, token n, head h < Hq, x = q[n, h] (bf16, rewritten in place):
  *   rq = 1 / sqrt(sum(x^2) / 512 + eps); d < 448: bf16(x_d * rq); d >= 448: pairs

@@ -1,10 +1,10 @@
 /*
- * CPU reference of dsv4_kv_swa_write (spec/kv-cache.md section 5), plain loops over the
+ * CPU reference of dsv4_kv_swa_write, plain loops over the
  * functions of kv_record.h.
  *
  * Q side: the sum of squares is taken in the kernel's order (kv_record.h, "lane layout":
  * 32 partial sums of 16 elements, then a butterfly), and rq with correctly rounded fp32
- * operations, as the kernel does. The spec leaves this order open and checks q within
+ * operations, as the kernel does. The contract leaves this order open and checks q within
  * 1 bf16 ulp; pinning it makes the kernel's q equal to this reference bit for bit,
  * which keeps the 1-ulp check meaningful even for rotated dims that cancel (where an
  * rq a few ulp off could move the result by more than an ulp).

@@ -6,7 +6,7 @@
  * subnormals alike (E = 0 lands on a bf16 subnormal). One bf16x2 FMA by 2^120 makes it
  * exact, a second by the UE8M0 scale (bf16 bits enc<<7 = 2^(enc-127), 0 for enc 0, +inf
  * for enc 255) applies the block scale; the product is exact for every code at enc
- * 1..254 (spec/numerics.md section 5), so this equals dsv4_dequant_e4m3 there. Codes
+ * 1..254 (dsv4_dequant_e4m3's note), so this equals dsv4_dequant_e4m3 there. Codes
  * 0x7F/0xFF are patched to the canonical NaN 0x7FFF. tests/prim checks all 65,536
  * (byte, enc) pairs against dsv4_dequant_e4m3.
  */

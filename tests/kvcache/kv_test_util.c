@@ -1,5 +1,5 @@
 /* Helpers of the kvcache tests (kv_test_util.h). The record model here is written from
- * spec/kv-cache.md and spec/numerics.md with double arithmetic and numerics.h's
+ * include/dsv4/kvcache.h and dsv4/numerics.h's contracts with double arithmetic and numerics.h's
  * converters only, so a mistake in src/kvcache cannot be mirrored by it. */
 #include "kv_test_util.h"
 
@@ -30,7 +30,7 @@ void kvt_fill_row(th_rng_t *r, kvt_row_kind_t kind, uint16_t *row) {
         break;
     case KVT_ROW_BELOW_FLOOR:
         for (int d = 0; d < 512; ++d) row[d] = bf16_of(th_rng_logmag(r, -30, -13.5)); /* 2^-13.5 < 1e-4 */
-        if (th_rng_range(r, 0, 1)) row[th_rng_range(r, 0, 447)] = 0x3728;             /* bf16(1e-5), spec table */
+        if (th_rng_range(r, 0, 1)) row[th_rng_range(r, 0, 447)] = 0x3728;             /* bf16(1e-5): below the amax floor */
         break;
     case KVT_ROW_TIES:
         /* Block amax exactly 448 * 2^e pins e; the other elements sit halfway between two

@@ -1,6 +1,6 @@
 /*
- * Helpers of the kvcache tests: cache geometry, row generators for the spec's cases,
- * slot lists, an independent model of the record (written from the spec with double
+ * Helpers of the kvcache tests: cache geometry, row generators for the known-answer cases,
+ * slot lists, an independent model of the record (written from the contract with double
  * arithmetic and numerics.h's converters, not with src/kvcache), and comparators whose
  * failure messages say where a byte sits (page, slot, region, dim) so one log is enough
  * to diagnose a GPU failure.
@@ -20,7 +20,7 @@ typedef struct {
 
 static inline size_t kvt_cache_bytes(kvt_geom_t g) { return (size_t)(g.num_pages * g.stride); }
 
-/* Row kinds for the quantizer cases (spec/numerics.md section 9, recipe 5). */
+/* Row kinds for the quantizer cases (every amax regime a 64-block can be in). */
 typedef enum {
     KVT_ROW_LOGMAG,      /* per block a random scale 2^-30..2^40, elements over 12 binades below it */
     KVT_ROW_ZERO,        /* all zeros, some -0.0                                                   */
@@ -43,7 +43,7 @@ void kvt_make_slots(th_rng_t *r, kvt_geom_t g, int64_t n, int with_skips, int64_
 /* ---- independent model of the record -------------------------------------------------- */
 /* enc of a block by the definition: smallest e with 448 * 2^e >= max(amax, 1e-4f). */
 int kvt_model_enc(const uint16_t *block64);
-/* Record of one bf16 row by the spec, into the page image `cache` at `slot`. */
+/* Record of one bf16 row by the contract, into the page image `cache` at `slot`. */
 void kvt_model_insert(kvt_geom_t g, uint8_t *cache, int64_t slot, const uint16_t *row);
 /* bf16 of a dequantized code, by the definition (double arithmetic). */
 uint16_t kvt_model_dequant(uint8_t code, uint8_t enc);

@@ -52,7 +52,7 @@ void test_kv_gather_known_answers(th_ctx_t *t) {
               {320, dsv4_f32_to_bf16(9.5367431640625e-06f)},
               {384, dsv4_f32_to_bf16(0x1p127f)}, {385, 0x7F80}};
     /* 1.0; 2^-9; NaN; NaN; -0; -1.0; 0; 448; 2^-6; 896 (enc 128); 0 * inf = NaN; +inf; -inf;
-     * enc 0: +0 and -0; spec's below-floor value; enc 254: 2^127, and 448 * 2^127 -> inf. */
+     * enc 0: +0 and -0; a below-floor value; enc 254: 2^127, and 448 * 2^127 -> inf. */
     for (size_t i = 0; i < sizeof ka / sizeof ka[0]; ++i)
         TH_CHECK(t, row[ka[i].dim] == ka[i].want, "dim %d: 0x%04x, expected 0x%04x", ka[i].dim, row[ka[i].dim],
                  ka[i].want);

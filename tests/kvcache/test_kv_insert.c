@@ -1,6 +1,6 @@
 /*
  * CPU tests of the insert rule and of dsv4_kv_insert_ref: the record's cheap rules on every
- * input a block can produce, the spec's known answers at their byte positions, and random pages
+ * input a block can produce, known answers at their byte positions, and random pages
  * against the independent record model of kv_test_util.c.
  */
 #include <math.h>
@@ -49,7 +49,7 @@ void test_kv_quant_elem_all(th_ctx_t *t) {
     TH_CHECK(t, bad == 0, "kv_record.h's rules differ from numerics.h");
 }
 
-/* One token into a P = 2 page of 1,728 bytes (the spec's C128A page), slot id 1. */
+/* One token into a P = 2 page of 1,728 bytes (a V4 C128A page), slot id 1. */
 static void insert_one(th_ctx_t *t, const uint16_t *row, uint8_t *page) {
     const int64_t slot = 1;
     dsv4_kv_insert_desc_t d = {.num_tokens = 1, .page_tokens = 2, .page_stride_bytes = 1728, .num_pages = 1};
@@ -77,7 +77,7 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
     row[448 + 7] = 0x7FC1, row[448 + 8] = 0xFF80;
     insert_one(t, row, page);
 
-    /* Slot 1 of a P = 2 page: data at 576, scales at 2*576 + 8 = 1160 (spec table: the
+    /* Slot 1 of a P = 2 page: data at 576, scales at 2*576 + 8 = 1160 (the
      * scale region is [1152, 1168)). */
     const uint8_t *data = page + 576, *sc = page + 1160;
     static const uint8_t want_enc[7] = {121, 127, 105, 105, 120, 128, 247};
@@ -100,7 +100,7 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
         if (!touched) TH_CHECK(t, page[b] == 0xA5, "byte %d changed to 0x%02x", b, page[b]);
     }
 
-    /* NaN / inf in NoPE (spec/numerics.md section 6). */
+    /* NaN / inf in NoPE: NaN codes 0x7E, inf sets enc 255. */
     for (int d = 0; d < 448; ++d) row[d] = 0x3F80; /* 1.0 */
     row[7] = 0x7FC0;                               /* NaN: ignored by amax, code 0x7E */
     row[64 + 3] = 0xFF80, row[64 + 4] = 0xC000;    /* -inf: enc 255; finite -> -0 (0x80); inf -> 0x7E */
@@ -113,7 +113,7 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
     free(page);
 }
 
-/* Random pages: every byte against the model, for the spec's P values and strides. */
+/* Random pages: every byte against the model, for the models' P values and strides. */
 void test_kv_insert_random_vs_model(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     static const kvt_geom_t geoms[] = {{64, 37440, 5}, {32, 19008, 9}, {256, 256 * 584, 2},

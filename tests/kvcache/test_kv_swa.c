@@ -1,5 +1,5 @@
 /*
- * CPU tests of dsv4_kv_swa_write_ref: known answers, the kv bytes against the spec's
+ * CPU tests of dsv4_kv_swa_write_ref: known answers, the kv bytes against the contract's
  * definition (RoPE in the stated fmaf form written out here, bf16, then the independent
  * record model and dsv4_kv_insert_ref), and the q output against an fp64 evaluation.
  */
@@ -25,7 +25,7 @@ static float *make_table(th_rng_t *r, int64_t max_pos) {
     return cs;
 }
 
-/* The spec's kv row after RoPE and rounding: bf16(RoPE(kv)) with the fmaf form. */
+/* The contract's kv row after RoPE and rounding: bf16(RoPE(kv)) with the fmaf form. */
 static void spec_rope_row(const uint16_t *kv, const float *cs, int64_t pos, int64_t max_pos, uint16_t *out) {
     memcpy(out, kv, 1024);
     for (int i = 0; i < 32; ++i) {
@@ -121,7 +121,7 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
 
 /* q against fp64: NoPE dims within 1 bf16 ulp; RoPE dims within 1 ulp of the fp64 result
  * plus 2^-20 of the terms' magnitude (fp32 rounding before a cancelling sum is amplified
- * relative to a small result; spec/numerics.md section 8 on the q output). */
+ * relative to a small result; kvcache.h's q contract). */
 void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const int64_t N = 40, H = 3, Hp = 5, sh = 520, st = Hp * sh + 64, max_pos = 64;
