@@ -1,9 +1,11 @@
 """Loading libdsv4 with ctypes, and turning its status codes into exceptions.
 
-The library is found, in order, at $DSV4_LIBRARY, next to this package, or in the
-repository's build folders (build/, build-gpu/).
+The library is found, in order, at $DSV4_LIBRARY, next to this package, in the
+repository's build folders (build/, build-gpu/), or where the dynamic linker finds an
+installed libdsv4 (`cmake --install`, then ldconfig or LD_LIBRARY_PATH).
 """
 import ctypes
+import ctypes.util
 import os
 import pathlib
 
@@ -50,6 +52,10 @@ def _load():
         tried.append(str(path))
         if path.exists():
             return ctypes.CDLL(str(path))
+    installed = ctypes.util.find_library("dsv4")
+    if installed:
+        return ctypes.CDLL(installed)
+    tried.append("the dynamic linker's path")
     raise OSError("libdsv4.so not found (set DSV4_LIBRARY or build the project); tried: " + ", ".join(tried))
 
 
