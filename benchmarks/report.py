@@ -99,7 +99,8 @@ How a row is measured (bench/):
   include the launch, so every row carries the cost of the empty kernel measured in the
   same run.
 - **L2.** Before each timed run the bench writes a buffer of 4x the L2 size (memset), so
-  inputs come from DRAM. The case words change that: `rotated` runs back to back over
+  inputs come from DRAM (rows marked "clean L2 flush" also read it back, so that L2 holds
+  clean lines: `dsv4_bench --flush clean`). The case words change that: `rotated` runs back to back over
   three input sets that together exceed L2, six launches per event pair and no flush (the
   launch cost is then shared as in an engine's stream of kernels); `warm-inputs` and
   `warm-l2` skip the flush (inputs and the previous run's outputs stay in L2, as right
