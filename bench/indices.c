@@ -1,15 +1,14 @@
 /*
- * Benchmark cases of the indices family (issue 4).
+ * Benchmark cases of the indices family.
  *
  * These operators are write-bound or launch-bound. Each GPU case reports, besides the usual
- * row, the issue's yardsticks in its config string (and one extra stdout line):
+ * row, two yardsticks in its config string (and one extra stdout line):
  *   write_floor_us = (output bytes written, lens included) / measured copy bandwidth,
- *   ratio_to_floor = median / write_floor_us   (minimum 2, goal 1.25),
- *   launch_us      = the event-timed empty kernel, over_launch_us = median - launch_us
- *                    (T = 1536 combine: minimum +2 us, goal +1 us).
- * Every issue target is timed three ways (indices_bench.h, IDXB_*): cold (L2 flushed before
+ *   ratio_to_floor = median / write_floor_us,
+ *   launch_us      = the event-timed empty kernel, over_launch_us = median - launch_us.
+ * The main shapes are timed three ways (indices_bench.h, IDXB_*): cold (L2 flushed before
  * each rep: every input byte from DRAM), "warm-inputs" (no flush: inputs and the previous
- * rep's output lines in L2) and "warm-in cold-out" (inputs L2-resident as right after their
+ * rep's output lines in L2) and "warm-in-cold-out" (inputs L2-resident as right after their
  * producer, outputs rotated over buffers past the L2 size, so they are not). The write
  * floor assumes hot inputs; the cold rows must also read them (docs/indices.md: floors
  * under each assumption).
@@ -18,7 +17,7 @@
  *
  * Inputs are model-shaped: the prefill combine over 4 requests of a chunk with prefixes
  * 0 / 3K / 20K / 100K tokens (max_model_len 128K, W = 128), the decode translation at one
- * token per request with contexts of 1K-64K tokens (ratio 4, 64-token blocks: bs = 16).
+ * token per request with contexts of 1K-64K tokens (ratio 4, 64-token blocks: P = 16).
  * With --check each case is compared with the CPU reference before it is timed. Without a
  * GPU each case runs its reference on a small input of the same shape and checks invariants
  * of the result.
@@ -72,7 +71,7 @@ void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char 
 }
 
 int idxb_timing_mode(const char *n) {
-    return strstr(n, "cold-out") ? IDXB_WARM_IN : strstr(n, "warm-inputs") ? IDXB_WARM : IDXB_COLD;
+    return strstr(n, "warm-in-cold-out") ? IDXB_WARM_IN : strstr(n, "warm-inputs") ? IDXB_WARM : IDXB_COLD;
 }
 const char *idxb_timing_name(int mode) {
     return mode == IDXB_WARM_IN ? "timing=warm-in-cold-out(inputs L2-resident, outputs rotated past L2)"
@@ -265,33 +264,37 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
 }
 
 /* A case's parameters are read from its name, so the table below is the one place they
- * are written: "T=<tokens> topk=<TOP_K>" (ratio 4) or "T=<tokens> swa-only" (ratio 0), and
- * "warm-inputs" / "warm-in cold-out" for the timing mode (idxb_timing_mode). */
+ * are written: "T=<tokens> topk=<TOP_K> W=128 R=4" (ratio 4; topk=0: ratio 0, SWA-only),
+ * then "warm-inputs" or "warm-in-cold-out" for the timing mode (idxb_timing_mode). W and R
+ * must be the model shape the inputs are built for (cmb_make). */
 static int combine_case(bench_ctx_t *c, const char *op, const char *n) {
-    long long T = 0, topk = 0;
-    if (sscanf(n, "T=%lld topk=%lld", &T, &topk) < 2) topk = 0;
+    long long T = 0, topk = 0, W = 0, R = 0;
+    if (sscanf(n, "T=%lld topk=%lld W=%lld R=%lld", &T, &topk, &W, &R) < 4 || W != 128 || R != 4) {
+        printf("%s %s: the case name must read \"T=<tokens> topk=<TOP_K> W=128 R=4 ...\"\n", op, n);
+        return 1;
+    }
     return run_combine(c, op, n, T, topk, topk ? 4 : 0, idxb_timing_mode(n));
 }
 
-/* Each issue target has three rows (idxb_timing_mode): cold-L2, "warm-inputs" (inputs and
- * the last rep's outputs in L2) and "warm-in cold-out" (inputs in L2, outputs not). */
+/* The main shapes have three rows (idxb_timing_mode): cold-L2, "warm-inputs" (inputs and
+ * the last rep's outputs in L2) and "warm-in-cold-out" (inputs in L2, outputs not). */
 const bench_case_t bench_indices_cases[] = {
-    {"combine_topk_swa", "T=8192 topk=512 W=128 4req", combine_case},
-    {"combine_topk_swa", "T=8192 topk=512 W=128 4req warm-inputs", combine_case},
-    {"combine_topk_swa", "T=8192 topk=512 W=128 4req warm-in cold-out", combine_case},
-    {"combine_topk_swa", "T=8192 topk=1024 W=128 4req", combine_case},
-    {"combine_topk_swa", "T=8192 topk=1024 W=128 4req warm-inputs", combine_case},
-    {"combine_topk_swa", "T=8192 topk=1024 W=128 4req warm-in cold-out", combine_case},
-    {"combine_topk_swa", "T=1536 topk=512 W=128 4req", combine_case},
-    {"combine_topk_swa", "T=1536 topk=512 W=128 4req warm-inputs", combine_case},
-    {"combine_topk_swa", "T=1536 topk=512 W=128 4req warm-in cold-out", combine_case},
-    {"combine_topk_swa", "T=8192 swa-only W=128 4req", combine_case},
+    {"combine_topk_swa", "T=8192 topk=512 W=128 R=4", combine_case},
+    {"combine_topk_swa", "T=8192 topk=512 W=128 R=4 warm-inputs", combine_case},
+    {"combine_topk_swa", "T=8192 topk=512 W=128 R=4 warm-in-cold-out", combine_case},
+    {"combine_topk_swa", "T=8192 topk=1024 W=128 R=4", combine_case},
+    {"combine_topk_swa", "T=8192 topk=1024 W=128 R=4 warm-inputs", combine_case},
+    {"combine_topk_swa", "T=8192 topk=1024 W=128 R=4 warm-in-cold-out", combine_case},
+    {"combine_topk_swa", "T=1536 topk=512 W=128 R=4", combine_case},
+    {"combine_topk_swa", "T=1536 topk=512 W=128 R=4 warm-inputs", combine_case},
+    {"combine_topk_swa", "T=1536 topk=512 W=128 R=4 warm-in-cold-out", combine_case},
+    {"combine_topk_swa", "T=8192 topk=0 W=128 R=4", combine_case},
     {"topk_translate", "T=8192 K=512 decode", idxb_translate_case},
     {"topk_translate", "T=8192 K=512 decode warm-inputs", idxb_translate_case},
-    {"topk_translate", "T=8192 K=512 decode warm-in cold-out", idxb_translate_case},
+    {"topk_translate", "T=8192 K=512 decode warm-in-cold-out", idxb_translate_case},
     {"topk_translate", "T=8192 K=2048 decode", idxb_translate_case},
     {"topk_translate", "T=8192 K=2048 decode warm-inputs", idxb_translate_case},
-    {"topk_translate", "T=8192 K=2048 decode warm-in cold-out", idxb_translate_case},
+    {"topk_translate", "T=8192 K=2048 decode warm-in-cold-out", idxb_translate_case},
     {"topk_translate_packed", "T=8192 K=512 decode", idxb_translate_case},
     {"decode_swa_indices", "T=2048 W=128 P=64", idxb_decode_swa_2048},
 };

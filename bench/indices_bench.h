@@ -21,7 +21,7 @@ void idxb_report(bench_ctx_t *ctx, const char *op, const char *name, const char 
  *   IDXB_COLD      bench_time: 4 x L2 memset before every rep, every input byte from DRAM;
  *   IDXB_WARM      "warm-inputs": bench_time_warm, no flush; inputs AND the previous rep's
  *                  output lines stay in L2 (outputs need not reach DRAM when all fits);
- *   IDXB_WARM_IN   "warm-in cold-out": bench_time_rotated over copies of the case that share
+ *   IDXB_WARM_IN   "warm-in-cold-out": bench_time_rotated over copies of the case that share
  *                  the inputs but write their own outputs, rotated over >= 2 x L2 of output
  *                  buffers: the inputs stay L2-resident (as right after their producer), the
  *                  output lines are not in L2 and earlier reps' dirty lines drain to DRAM. */

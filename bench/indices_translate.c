@@ -2,7 +2,7 @@
  * Benchmark cases of the indices family, decode side: the top-k translation (dense and
  * packed) and the decode SWA lists. Decode-shaped inputs: one token per request, contexts
  * of 1K-64K tokens, max_model_len 128K; compressed cache at ratio 4 with 64-token blocks
- * (bs = 16, 2048 pages per table row); SWA cache with 64-slot pages.
+ * (P = 16, 2048 pages per table row); SWA cache with 64-slot pages.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "bench.h"
 #include "indices_bench.h"
 
-enum { TT_BS = 16, TT_WIDTH = 131072 / 4 / TT_BS, DSW_P = 64, DSW_WIDTH = 131072 / DSW_P };
+enum { TT_P = 16, TT_WIDTH = 131072 / 4 / TT_P, DSW_P = 64, DSW_WIDTH = 131072 / DSW_P };
 
 typedef struct {
     dsv4_topk_translate_desc_t d;
@@ -28,7 +28,7 @@ typedef struct {
 static void tt_make(tt_state_t *s, int64_t T, int64_t K) {
     uint64_t seed = 0x7A3B1Eu + (uint64_t)(T * 13 + K);
     memset(s, 0, sizeof *s);
-    dsv4_topk_translate_desc_t d = {T, K, T, TT_WIDTH, TT_BS, 0, 0, 0};
+    dsv4_topk_translate_desc_t d = {T, K, T, TT_WIDTH, TT_P, 0, 0, 0};
     s->d = d;
     s->topk = malloc((size_t)(T * K) * 4);
     s->t2r = malloc((size_t)T * 4);
@@ -48,7 +48,7 @@ static void tt_make(tt_state_t *s, int64_t T, int64_t K) {
                 hi = v > hi ? v : hi;
             }
         }
-        if (hi >= 0) s->table_bytes += 4.0 * (double)(hi / TT_BS - lo / TT_BS + 1);
+        if (hi >= 0) s->table_bytes += 4.0 * (double)(hi / TT_P - lo / TT_P + 1);
         s->valid_total += len;
     }
 }
@@ -94,12 +94,12 @@ static dsv4_status_t tt_launch_packed(bench_ctx_t *ctx, void *state) {
     return dsv4_topk_translate_packed(&s->d, &s->pdev, s->ws, s->ws_bytes, DSV4_STREAM(ctx->stream));
 }
 
-/* Every translated entry must map back through the table: slot / bs is the request's page
- * of v / bs and slot % bs = v % bs; -1 exactly where v < 0; lens counts the entries. */
+/* Every translated entry must map back through the table: slot / P is the request's page
+ * of v / P and slot % P = v % P; -1 exactly where v < 0; lens counts the entries. */
 static int tt_roundtrip(const tt_state_t *s, int64_t t, int64_t j, int32_t g) {
     const int32_t v = s->topk[t * s->d.topk + j];
     if (v < 0) return g == -1;
-    return g >= 0 && g % TT_BS == v % TT_BS && g / TT_BS == s->table[t * TT_WIDTH + v / TT_BS];
+    return g >= 0 && g % TT_P == v % TT_P && g / TT_P == s->table[t * TT_WIDTH + v / TT_P];
 }
 
 static void tt_cpu_dense(void *state) {
@@ -198,8 +198,9 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
     idxb_rot_free(rot, sizeof s, nrot, off);
     if (st == DSV4_STATUS_SUCCESS) {
         char shape[240];
-        snprintf(shape, sizeof shape, "K=%lld bs=%d block_table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d",
-                 (long long)K, TT_BS, TT_WIDTH, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
+        snprintf(shape, sizeof shape,
+                 "K=%lld P=%d block_table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d", (long long)K,
+                 TT_P, TT_WIDTH, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
         const double out_b = packed ? 4.0 * (double)(s.valid_total + 2 * T + 1) : 4.0 * (double)(T * K + T);

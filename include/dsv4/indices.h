@@ -1,11 +1,30 @@
 /*
- * The indices family: the integer index lists that sparse MLA attends to
- * (spec/indices.md; the prefill workspace slab is spec/kv-cache.md section 7).
+ * The indices family: the integer index lists that sparse MLA attends to.
  *
  *   dsv4_topk_translate         decode: local compressed top-k index -> global slot id, + lens
  *   dsv4_topk_translate_packed  the same as a ragged list: lens, indptr [T+1], packed values
  *   dsv4_combine_topk_swa       prefill: top-k workspace rows + sliding-window rows + -1 fill
  *   dsv4_decode_swa_indices     decode: global SWA slot ids of the last min(pos+1, W) positions
+ *
+ * Three index spaces
+ *   local compressed index v  0 .. n_t - 1, where n_t = (pos + 1) / ratio is the number of
+ *                             complete compressed entries the token at position pos sees;
+ *                             the lightning indexer's top-k rows hold these
+ *   global slot id            physical_page * page_tokens + slot in a paged cache; read by
+ *                             dsv4_sparse_mla_decode (include/dsv4/attention.h)
+ *   workspace row             b * slab_rows + row in the bf16 prefill workspace; read by
+ *                             dsv4_sparse_mla_prefill
+ * Prefix contract: in a top-k row the valid entries (>= 0) come first, then -1 (the
+ * indexer writes -1 only at the tail). The translation's lens relies on it.
+ *
+ * The prefill workspace slab. Request b of a prefill chunk owns slab_rows (M) bf16 rows,
+ * filled by dsv4_kv_gather (include/dsv4/kvcache.h), with L = seq_lens[b]:
+ *   compressed cache (ratio r >= 1):  rows [0, L / r) hold compressed entries 0 .. L/r - 1
+ *   SWA cache:                        rows [N, N + G) hold positions L - G .. L - 1, where
+ *                                     G = gather_lens[b] = query_len + min(prefix_len, W - 1)
+ * N = swa_row0 = ceil(max_model_len / r) (0 for SWA-only layers), and the usual sizing
+ * M = N + W + max_num_batched_tokens keeps N + G <= M. The combine (section 2) turns top-k
+ * entries and window positions into rows of these slabs.
  *
  * Common rules of this family
  *   - Every index tensor is int32, row-major; row strides are in elements. -1 means invalid.
@@ -18,9 +37,10 @@
  *   - Outputs must not overlap inputs. Only the elements named below are written; row padding
  *     (columns past the written width in a longer row stride) is left untouched.
  *   - Values inside index tensors are device data the host cannot check. Out-of-range values
- *     follow the spec (-1, not counted) or the library choices listed per operator; they are
- *     never dereferenced out of bounds. Results are bit-exact with the _ref functions.
- *   - Slot arithmetic wraps modulo 2^32 (as upstream's int32 arithmetic does); no valid cache
+ *     follow the formulas below (-1, not counted) or the library choices listed per
+ *     operator; they are never dereferenced out of bounds. Results are bit-exact with the
+ *     _ref functions.
+ *   - Slot arithmetic wraps modulo 2^32 (as vLLM's int32 arithmetic does); no valid cache
  *     layout comes near that.
  *   - Every run call is one or two kernel launches, never allocates or synchronizes, and can
  *     be captured in a CUDA graph. Workspace is 0 bytes except for the packed translation.
@@ -38,7 +58,7 @@ extern "C" {
 #endif
 
 /* =====================================================================================
- * 1. Top-k translation (spec/indices.md section 2): compute_global_topk_indices_and_lens
+ * 1. Top-k translation for decode (vLLM's compute_global_topk_indices_and_lens)
  * =====================================================================================
  *
  *   for each token t:  req = token_to_req[t], count = 0
@@ -52,7 +72,7 @@ extern "C" {
  * Consumers read global[t, 0 : lens[t]]; lens counts valid entries anywhere in the row, so
  * this is right under the prefix contract (valid entries first, then -1). Translated entries
  * are written for invalid tokens too (only their lens is 0).
- * Library choices: v / page_tokens >= block_table_width gives -1 and is not counted (upstream reads
+ * Library choices: v / page_tokens >= block_table_width gives -1 and is not counted (vLLM reads
  * past the table row); a token whose req is outside [0, num_reqs) gets a -1 row and lens 0.
  * Block-table entries are used as given.
  *
@@ -127,7 +147,7 @@ dsv4_status_t dsv4_topk_translate_packed_ref(const dsv4_topk_translate_packed_de
                                              const dsv4_topk_translate_packed_args_t *args);
 
 /* =====================================================================================
- * 2. Top-k + sliding-window combine for prefill (spec/indices.md section 3)
+ * 2. Top-k + sliding-window combine for prefill (vLLM's combine_topk_swa_indices)
  * =====================================================================================
  *
  * Builds, per prefill token of one chunk, the workspace rows sparse MLA prefill attends to.
@@ -151,7 +171,7 @@ dsv4_status_t dsv4_topk_translate_packed_ref(const dsv4_topk_translate_packed_de
  * a slice of the batch-wide tensor can be passed. It must be non-decreasing (device data,
  * not checked). Rows t < num_tokens that no request covers (t >= qsl[R] - qsl[0]) are all
  * -1 with lens 0; request tokens at rows >= num_tokens are not written.
- * Library choices: V4.1 clamps the window start at gs (the later upstream variant; identical
+ * Library choices: V4.1 clamps the window start at gs (as vLLM's later kernel does; identical
  * for gather_lens >= query_len + min(prefix_len, W-1)), so region B never names a row the
  * gather did not write; a position below 0 (seq_len < query_len) gives an empty row.
  * V4 mode reproduces V4's kernel: no validity filter, no clamp, and no ratio 0 (V4 maps a
@@ -180,7 +200,7 @@ typedef struct dsv4_combine_topk_swa_desc {
     int64_t window;      /* W (128 in every DeepSeek-V4 model)                               */
     int64_t ratio;       /* r: compress ratio; 0 = SWA-only (V4.1 mode only)                 */
     int64_t slab_rows;   /* M: rows per request slab of the prefill workspace                */
-    int64_t swa_row0;    /* N: first SWA row of a slab (kv-cache.md section 7)               */
+    int64_t swa_row0;    /* N: first SWA row of a slab (the SWA gather's offset, above)      */
     int64_t out_stride;  /* row stride of combined, >= C; 0 means C                          */
     int64_t mode;        /* dsv4_combine_mode_t; 0 = DSV4_COMBINE_V4_1                        */
 } dsv4_combine_topk_swa_desc_t;
@@ -205,7 +225,7 @@ dsv4_status_t dsv4_combine_topk_swa_ref(const dsv4_combine_topk_swa_desc_t *desc
                                         const dsv4_combine_topk_swa_args_t *args);
 
 /* =====================================================================================
- * 3. Decode SWA index lists (spec/indices.md section 4), built once per step
+ * 3. Decode SWA index lists, built once per step and shared by all layers
  * =====================================================================================
  *
  *   for each decode token t: req = token_to_req[t], pos = positions[t]
@@ -224,7 +244,7 @@ dsv4_status_t dsv4_combine_topk_swa_ref(const dsv4_combine_topk_swa_desc_t *desc
  *
  * Shapes: token_to_req [T], positions [T], is_valid_token [T] bytes, block_table
  * [num_reqs, block_table_width] (row stride block_table_stride); swa_indices [T, window] (row stride
- * out_stride; the [T, 1, W] tensor of upstream), swa_lens [T].
+ * out_stride; vLLM's [T, 1, W] tensor fits), swa_lens [T].
  * Errors (INVALID_VALUE): num_tokens outside [0, 2^31-1]; num_reqs or block_table_width outside
  * [1, 2^30]; window outside [1, 2^20]; page_tokens outside [1, 2^31-1]; strides too small.
  */

@@ -135,7 +135,7 @@ def decode_swa_indices(token_to_req, positions, is_valid_token, block_table, *, 
     """Decode SWA lists: global slots of positions max(pos-W+1, 0)..pos, then -1.
 
     token_to_req, positions: int32 [T]; is_valid_token: bool/uint8 [T]; block_table: int32
-    [R, width]. swa_indices may be [T, W] or upstream's [T, 1, W]. Returns (swa_indices, swa_lens)."""
+    [R, width]. swa_indices may be [T, W] or vLLM's [T, 1, W]. Returns (swa_indices, swa_lens)."""
     o = "decode_swa_indices"
     arg(o, "token_to_req", token_to_req, "i32", 1)
     T = shape(token_to_req)[0]

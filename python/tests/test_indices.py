@@ -1,5 +1,5 @@
-"""indices on the host path: the spec's known answers (spec/indices.md section 6) and random
-model-shaped cases against the numpy model of the header's pseudo-code."""
+"""indices on the host path: known answers computed by hand from include/dsv4/indices.h, and
+random model-shaped cases against the numpy model of the header's pseudo-code."""
 import numpy as np
 import pytest
 
@@ -17,7 +17,7 @@ def prefix(row, n):
     return row[:n].tolist()
 
 
-def test_kat1_kat2_translation(be):
+def test_translate_known_answers(be):
     topk = a32([[0, 5, 11, -1], [2, 3, -1, -1], [7, 1, 0, 4]])
     table = a32([[7, 3, 9, 0], [4, 6, 0, 0]])
     args = (be.put(topk), be.put(a32([0, 0, 1])), be.put(table), be.put(np.array([1, 0, 1], np.uint8)))
@@ -29,7 +29,7 @@ def test_kat1_kat2_translation(be):
     assert be.get(packed)[:7].tolist() == [28, 13, 39, 27, 17, 16, 24]
 
 
-def test_kat3_decode_swa(be):
+def test_decode_swa_known_answers(be):
     t2r, valid = a32([0, 0]), np.ones(2, bool)
     out, lens = d.decode_swa_indices(be.put(t2r), be.put(a32([5, 1])), be.put(valid), be.put(a32([[5, 2]])),
                                      window=4, page_tokens=4)
@@ -39,24 +39,24 @@ def test_kat3_decode_swa(be):
     assert be.get(out).tolist() == [[10, 11, 32, 33]]
 
 
-KAT4 = dict(topk=[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], qsl=[0, 2, 3], seq=[8, 10], gat=[8, 10], W=4, r=2,
+BASIC = dict(topk=[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], qsl=[0, 2, 3], seq=[8, 10], gat=[8, 10], W=4, r=2,
             K=4, M=64, N=16, want=[[1, 2, 3, 19, 20, 21, 22], [5, 6, 7, 8, 20, 21, 22, 23],
                                    [73, 74, 75, 76, 86, 87, 88, 89]])
-KAT5 = dict(topk=[[0, 1, 2, -1]] * 3 + [[3, 0, 1, 2], [1, 3, 0, 2], [2, 1, 3, 0], [0, 1, 2, 3], [4, 0, 2, 3]],
+REBASED = dict(topk=[[0, 1, 2, -1]] * 3 + [[3, 0, 1, 2], [1, 3, 0, 2], [2, 1, 3, 0], [0, 1, 2, 3], [4, 0, 2, 3]],
             qsl=[17, 25], seq=[20], gat=[11], W=4, r=4, K=4, M=64, N=8,
             want=[[0, 1, 2, 8, 9, 10, 11], [0, 1, 2, 9, 10, 11, 12], [0, 1, 2, 10, 11, 12, 13],
                   [3, 0, 1, 2, 11, 12, 13, 14], [1, 3, 0, 2, 12, 13, 14, 15], [2, 1, 3, 0, 13, 14, 15, 16],
                   [0, 1, 2, 3, 14, 15, 16, 17], [4, 0, 2, 3, 15, 16, 17, 18]])
-KAT6 = dict(topk=[[1, 0, -1, -1], [3, -1, 1, 0], [5, 9, -7, 2]], qsl=[0, 1, 3], seq=[4, 12], gat=[4, 6], W=4, r=2,
+INVALID = dict(topk=[[1, 0, -1, -1], [3, -1, 1, 0], [5, 9, -7, 2]], qsl=[0, 1, 3], seq=[4, 12], gat=[4, 6], W=4, r=2,
             K=4, M=32, N=8, want=[[1, 0, 8, 9, 10, 11], [35, -1, 33, 32, 41, 42, 43, 44],
                                   [37, -1, -1, 34, 42, 43, 44, 45]],
             want_v4=[[1, 0, 8, 9, 10, 11], [35, 31, 33, 32, 41, 42, 43, 44], [37, 41, 25, 34, 42, 43, 44, 45]])
-KAT8 = dict(topk=[[0, 2, 1, 3], [4, 0, 1, 2]], qsl=[0, 2], seq=[6], gat=[6], W=4, r=1, K=4, M=64, N=16,
+RATIO1 = dict(topk=[[0, 2, 1, 3], [4, 0, 1, 2]], qsl=[0, 2], seq=[6], gat=[6], W=4, r=1, K=4, M=64, N=16,
             want=[[0, 2, 1, 3, 17, 18, 19, 20], [4, 0, 1, 2, 18, 19, 20, 21]])
 
 
-@pytest.mark.parametrize("kat,mode", [(KAT4, 0), (KAT5, 0), (KAT6, 0), (KAT6, 1), (KAT8, 0)],
-                         ids=["kat4", "kat5", "kat6-v4.1", "kat6-v4", "kat8"])
+@pytest.mark.parametrize("kat,mode", [(BASIC, 0), (REBASED, 0), (INVALID, 0), (INVALID, 1), (RATIO1, 0)],
+                         ids=["basic", "rebased", "invalid-v4.1", "invalid-v4", "ratio1"])
 def test_combine_known_answers(be, kat, mode):
     comb, lens = d.combine_topk_swa(be.put(a32(kat["topk"])), be.put(a32(kat["qsl"])), be.put(a32(kat["seq"])),
                                     be.put(a32(kat["gat"])), topk=kat["K"], window=kat["W"], ratio=kat["r"],
@@ -69,7 +69,7 @@ def test_combine_known_answers(be, kat, mode):
         assert comb[t].tolist() == w + [-1] * (128 - len(w)), f"row {t}"
 
 
-def test_kat7_swa_only(be):
+def test_combine_swa_only_known_answer(be):
     comb, lens = d.combine_topk_swa(None, be.put(a32([0, 2, 5])), be.put(a32([2, 200])), be.put(a32([2, 130])),
                                     topk=0, window=128, ratio=0, slab_rows=1000, swa_row0=0, num_tokens=5)
     comb, lens = be.get(comb), be.get(lens)
@@ -79,22 +79,22 @@ def test_kat7_swa_only(be):
         assert comb[t].tolist() == list(range(start, start + 128))
 
 
-def _translate_case(rng, T=64, K=512, R=4, width=40, bs=64):
-    topk = rng.integers(-1, width * bs + 50, size=(T, K)).astype(I32)  # some past the table
+def _translate_case(rng, T=64, K=512, R=4, width=40, P=64):
+    topk = rng.integers(-1, width * P + 50, size=(T, K)).astype(I32)  # some past the table
     topk[:, K // 2:] = -1
     t2r = rng.integers(-1, R + 1, T).astype(I32)  # some requests out of range
     table = rng.integers(0, 1000, size=(R, width)).astype(I32)
     valid = rng.integers(0, 4, T).astype(bool)
-    return topk, t2r, table, valid, bs
+    return topk, t2r, table, valid, P
 
 
 def test_translate_random(be, rng):
-    topk, t2r, table, valid, bs = _translate_case(rng)
-    wg, wl = sm.translate_model(topk, t2r, table, valid, bs)
+    topk, t2r, table, valid, P = _translate_case(rng)
+    wg, wl = sm.translate_model(topk, t2r, table, valid, P)
     args = [be.put(x) for x in (topk, t2r, table, valid)]
-    g, lens = d.topk_translate(*args, page_tokens=bs)
+    g, lens = d.topk_translate(*args, page_tokens=P)
     assert np.array_equal(be.get(g), wg) and np.array_equal(be.get(lens), wl)
-    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=bs)
+    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=P)
     ip = np.concatenate([[0], np.cumsum(wl)])
     assert np.array_equal(be.get(lens), wl) and np.array_equal(be.get(indptr), ip)
     want_packed = np.concatenate([wg[t, :wl[t]] for t in range(len(wl))])
@@ -102,10 +102,10 @@ def test_translate_random(be, rng):
 
 
 def test_translate_strided_output(rng):
-    topk, t2r, table, valid, bs = _translate_case(rng, T=16, K=100)
-    wg, wl = sm.translate_model(topk, t2r, table, valid, bs)
+    topk, t2r, table, valid, P = _translate_case(rng, T=16, K=100)
+    wg, wl = sm.translate_model(topk, t2r, table, valid, P)
     buf = np.full((16, 128), -7, I32)
-    g, _ = d.topk_translate(topk, t2r, table, valid.astype(np.uint8), page_tokens=bs, global_indices=buf[:, :100])
+    g, _ = d.topk_translate(topk, t2r, table, valid.astype(np.uint8), page_tokens=P, global_indices=buf[:, :100])
     assert np.array_equal(buf[:, :100], wg) and (buf[:, 100:] == -7).all()
 
 
@@ -137,7 +137,7 @@ def test_decode_swa_random(be, rng):
     table = rng.integers(0, 5000, size=(R, width)).astype(I32)
     valid = rng.integers(0, 4, T).astype(np.uint8)
     want, wl = sm.decode_swa_model(t2r, pos, valid, table, W, P)
-    out3 = be.put(np.zeros((T, 1, W), I32))  # upstream's [T, 1, W]
+    out3 = be.put(np.zeros((T, 1, W), I32))  # vLLM's [T, 1, W]
     out, lens = d.decode_swa_indices(be.put(t2r), be.put(pos), be.put(valid), be.put(table), window=W, page_tokens=P,
                                      swa_indices=out3)
     assert np.array_equal(be.get(out)[:, 0], want) and np.array_equal(be.get(lens), wl)

@@ -22,9 +22,7 @@
 #define DSV4_CMB_FAST_REQS 31
 /* Up to this many tokens (one wave of CTAs: latency-bound) the first batch of top-k columns
  * of a warp's first row is loaded before its request lookup; above it only the columns
- * below topk_len are read (bandwidth-bound: no bytes for -1 columns; 2.1 MB less at
- * T = 8192, topk 512). On the H200 either choice gave the same time within noise at
- * T = 1536 and 8192 (docs/indices.md, versions). */
+ * below topk_len are read (bandwidth-bound: no DRAM bytes for -1 columns). */
 #define DSV4_CMB_SPEC_MAX_TOKENS 4096
 
 DSV4_SMEM_BUDGET_ASSERT(0, "combine_topk_swa (no shared memory)");

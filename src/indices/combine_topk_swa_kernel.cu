@@ -1,5 +1,5 @@
 /*
- * Top-k + sliding-window combine for prefill (spec/indices.md section 3).
+ * Top-k + sliding-window combine for prefill (include/dsv4/indices.h, section 2).
  *
  * Formula, per token row t (key = qsl[0] + t; request b with qsl[b] <= key < qsl[b+1]):
  *     pos = L + key - qsl[b+1]                    (= L - (q1 - q0) + (t - q0), rebased)

@@ -1,5 +1,6 @@
-/* CPU reference of the top-k + SWA combine (spec/indices.md section 3): the spec's loop
- * over requests and their tokens, in 64-bit arithmetic truncated to int32 at the store. */
+/* CPU reference of the top-k + SWA combine (include/dsv4/indices.h, section 2): the
+ * header's loop over requests and their tokens, in 64-bit arithmetic truncated to int32 at
+ * the store. */
 #include "common/error.h"
 #include "dsv4/indices.h"
 #include "indices/combine_topk_swa_config.h"

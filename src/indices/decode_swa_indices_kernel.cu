@@ -1,5 +1,5 @@
 /*
- * Decode SWA index lists (spec/indices.md section 4).
+ * Decode SWA index lists (include/dsv4/indices.h, section 3).
  *
  * Formula, per decode token t (req = token_to_req[t], pos = positions[t]):
  *     len = (req in [0, R) and pos >= 0) ? min(pos + 1, W) : 0,   start = pos - len + 1

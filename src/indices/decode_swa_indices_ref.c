@@ -1,5 +1,5 @@
-/* CPU reference of the decode SWA index lists (spec/indices.md section 4): plain loops with
- * / and %, 64-bit products truncated to int32 at the store. */
+/* CPU reference of the decode SWA index lists (include/dsv4/indices.h, section 3): plain
+ * loops with / and %, 64-bit products truncated to int32 at the store. */
 #include "common/error.h"
 #include "dsv4/indices.h"
 #include "indices/decode_swa_indices_config.h"

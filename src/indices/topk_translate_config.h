@@ -20,8 +20,8 @@
 #define DSV4_TT_WARPS 4 /* warps (= rows in flight) per CTA */
 #define DSV4_TT_THREADS (DSV4_TT_WARPS * 32)
 /* Minimum resident CTAs per SM given to ptxas (__launch_bounds__): caps the kernels at 80
- * registers. Without it ptxas picks its own target on sm_86/sm_90 (56-64 registers) and
- * spills; 6 CTAs (24 warps) still keep 48 KB of top-k loads in flight per SM. */
+ * registers. Without it ptxas picks a lower register target on sm_86/sm_90 and spills;
+ * 6 CTAs (24 warps) still keep 48 KB of top-k loads in flight per SM. */
 #define DSV4_TT_MIN_CTAS 6
 #define DSV4_TT_UNROLL 4                      /* 16-byte chunks per lane per segment */
 #define DSV4_TT_SEG (32 * 4 * DSV4_TT_UNROLL) /* 512 columns per segment            */

@@ -1,13 +1,14 @@
 /*
- * Top-k translation kernels: local compressed index -> global slot id (spec/indices.md
- * section 2), dense and packed.
+ * Top-k translation kernels: local compressed index -> global slot id
+ * (include/dsv4/indices.h, section 1), dense and packed.
  *
  * Formula, per token t with req = token_to_req[t] and column j < K:
- *     v = topk[t, j];  ok = req in [0, R) and 0 <= v < block_table_width * bs
- *     out[t, j] = ok ? table[req, v / bs] * bs + v % bs : -1        (int32, wraps mod 2^32)
+ *     v = topk[t, j];  ok = req in [0, R) and 0 <= v < block_table_width * P
+ *     out[t, j] = ok ? table[req, v / P] * P + v % P : -1          (int32, wraps mod 2^32)
  *     lens[t]   = (req in [0, R) and is_valid[t]) ? #ok over the row : 0
- * "0 <= v < block_table_width * bs" is one unsigned compare against vlimit (a negative v is a
- * huge unsigned value); the division by bs is a multiply-shift (index_common.h).
+ * with P = page_tokens. "0 <= v < block_table_width * P" is one unsigned compare against
+ * vlimit (a negative v is a huge unsigned value); the division by P is a multiply-shift
+ * (index_common.h).
  *
  * Dense (one launch): CTAs of 4 warps; warp g of the grid takes rows g, g + nw, g + 2 nw,
  * ... (nw warps in the grid: as many as are resident for K <= 512, one per row above it,
@@ -24,10 +25,6 @@
  * written by the lane that loaded it (16-byte streaming stores when allowed): every
  * element has exactly one writer, and warps share nothing, so there are no CTA barriers,
  * only __syncwarp around the warp's slice.
- * History (docs/indices.md, versions): v0 staged with a plain loop that ptxas unrolled by
- * 4 (4 dependent table round trips per segment); v1 paid two round trips per row, in about
- * 3 waves at T = 8192, and its per-element if/else lookup compiled to a branch region per
- * element that waited on each shared load in turn (tt_emit).
  *
  * Packed (two launches, no host synchronization): rows are grouped (group_rows rows,
  * at most DSV4_TT_MAX_GROUPS groups, config header).
@@ -94,9 +91,8 @@ static __device__ __forceinline__ void tt_tally(int (&v)[DSV4_TT_UNROLL][4], int
  * 0's range, the table's last width % 4 pages) from the table row `tab` through L1.
  * Branch-free on purpose: every element reads the slice (at offset 0 when its page is
  * outside the window, a harmless in-bounds read) and only the misses issue a predicated
- * global load, so a chunk's four lookups are in flight together. With an if/else per
- * element ptxas emitted a branch region per lookup that waited for each shared load in
- * turn (about 25 instructions and one shared-memory latency per element). */
+ * global load, so a chunk's four lookups are in flight together (an if/else per element
+ * compiles to a branch region per lookup that waits for each shared load in turn). */
 template <bool VOUT, bool PACKED>
 static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const int (&v)[DSV4_TT_UNROLL][4], int seg,
                                                int lane, int ncols, uint32_t vlimit, const int32_t *__restrict__ tab,
@@ -127,8 +123,8 @@ static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const 
     }
 }
 
-/* Starts the copy of the table pages that segment 0's valid indices span, [vmin / bs,
- * vmax / bs] widened to whole 16-byte chunks and cut at p.stage_end, into the warp's slice:
+/* Starts the copy of the table pages that segment 0's valid indices span, [vmin / P,
+ * vmax / P] widened to whole 16-byte chunks and cut at p.stage_end, into the warp's slice:
  * every lane issues its cp.async chunks at once (at most 8 for 1024 pages), so the row pays
  * one table round trip however wide the range. Staged only when the range is wider than
  * one 128-byte line (below that the L1 serves each lookup instruction in one pass), fits
@@ -342,9 +338,8 @@ extern "C" dsv4_status_t dsv4_topk_translate_launch(const dsv4_tt_params_t *p, d
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, p->vec ? &smem_vec : &smem_scalar));
     /* One warp per row (grid ceil(T / 4)) when rows have several segments: the hardware
      * then hands out CTAs as earlier ones finish, which balances rows of very different
-     * cost better than a static grid-stride split (H200, T = 8192, K = 2048: 46.7 us
-     * against 50.7 us resident). Single-segment rows (K <= 512) gain from the resident
-     * grid's cross-row prefetch instead (warm inputs: 13.9 us against 15.0 us). */
+     * cost better than a static grid-stride split. Single-segment rows (K <= 512) gain
+     * from the resident grid's cross-row prefetch instead (docs/indices.md). */
     const int64_t need = ((int64_t)p->num_tokens + DSV4_TT_WARPS - 1) / DSV4_TT_WARPS;
     const unsigned grid = p->topk > DSV4_TT_SEG && dsv4_idx_grid_cap == 0
                               ? (unsigned)need

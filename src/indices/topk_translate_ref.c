@@ -1,5 +1,5 @@
-/* CPU reference of the top-k translation (spec/indices.md section 2): plain loops, in the
- * spec's own terms (/ and %, 64-bit products), independent of the kernels' arithmetic. */
+/* CPU reference of the top-k translation (include/dsv4/indices.h, section 1): plain loops
+ * in the header's terms (/ and %, 64-bit products), independent of the kernels' arithmetic. */
 #include "common/error.h"
 #include "dsv4/indices.h"
 #include "indices/topk_translate_config.h"
@@ -16,7 +16,7 @@ static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t block_ta
     return (int32_t)(uint32_t)(uint64_t)slot; /* int32 wrap, as the kernels */
 }
 
-/* lens[t] of the spec: valid entries anywhere in the row, 0 for invalid tokens. */
+/* lens[t] of the header's formula: valid entries anywhere in the row, 0 for invalid tokens. */
 static int32_t tt_ref_len(const dsv4_topk_translate_desc_t *d, const dsv4_tt_strides_t *s, const int32_t *topk,
                           const int32_t *token_to_req, const int32_t *table, const uint8_t *is_valid, int64_t t) {
     const int32_t req = token_to_req[t];

@@ -312,7 +312,7 @@ static void suite(th_ctx_t *t, const op_api_t *api, const mut_t *muts, size_t n,
 
 static void all_suites(th_ctx_t *t, bufs_t *b, dsv4_stream_t stream) {
     void **p = b->p;
-    /* translate: T 4, K 8, R 2, width 4, bs 16; the packed variant needs one group (4 B) */
+    /* translate: T 4, K 8, R 2, width 4, P 16; the packed variant needs one group (4 B) */
     const TTD td = {4, 8, 2, 4, 16, 0, 0, 0};
     const TTA ta = {p[0], p[1], p[2], p[3], p[7], p[8]};
     const TPA pa = {p[0], p[1], p[2], p[3], p[8], p[9], p[10]};

@@ -193,8 +193,8 @@ static void cmb_check_case(th_ctx_t *t, const cmb_case_t *c, size_t in_off, size
     free(got_l);
 }
 
-/* Upstream's JIT warm-up shapes (r, TOP_K), plus r in {0, 1, 2} at TOP_K 512, at T = 1536
- * and 8192 over 4 requests with mixed prefixes; V4.1 always, V4 where r >= 1. */
+/* The (r, TOP_K) shapes vLLM warms its JIT kernel with, plus r in {0, 1, 2} at TOP_K 512,
+ * at T = 1536 and 8192 over 4 requests with mixed prefixes; V4.1 always, V4 where r >= 1. */
 void test_combine_gpu_warmup(th_ctx_t *t) {
     static const int64_t shapes[][2] = {{1, 0}, {4, 512}, {4, 1024}, {128, 8192}, {0, 512}, {1, 512}, {2, 512}};
     static const int64_t Ts[] = {1536, 8192};

@@ -1,5 +1,6 @@
 /*
- * The indices family's tests (spec/indices.md; spec/numerics.md section 8: bit-exact).
+ * The indices family's tests (include/dsv4/indices.h); every result must match the CPU
+ * reference bit for bit.
  * CPU: known answers on the references, the library's choices, bad input, host planning.
  * GPU: the same known answers through the kernels, then random and model-shaped cases
  * against the references, and bad input writing nothing on the device.

@@ -1,9 +1,10 @@
 /*
- * Known answers: spec/indices.md section 6 (KAT-1 .. KAT-8, both combine modes where the
- * spec gives them) and hand-computed cases for the library's own choices (indices past the
- * table, unknown requests, rows no request covers, the gather-start clamp, negative
- * positions). The CPU tests check the references; the GPU test runs the same cases through
- * the kernels, with aligned and misaligned pointers.
+ * Known answers, computed by hand from the formulas of include/dsv4/indices.h: small
+ * translation, decode SWA and combine cases (both combine modes where they differ), and
+ * the library's own choices (indices past the table, unknown requests, rows no request
+ * covers, the gather-start clamp, negative positions). The CPU tests check the references;
+ * the GPU test runs the same cases through the kernels, with aligned and misaligned
+ * pointers.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ static void set_row(int32_t *row, int64_t cols, const int32_t *vals, int64_t n) 
     for (int64_t j = 0; j < cols; ++j) row[j] = j < n ? vals[j] : -1;
 }
 
-/* ---- translation (KAT-1, KAT-2, library choices) --------------------------------------- */
+/* ---- translation (two requests, dense and packed; library choices) -------------------- */
 typedef struct {
     const char *name;
     dsv4_topk_translate_desc_t d;
@@ -36,8 +37,9 @@ static const int32_t k1_lens[] = {3, 0, 4};
 static const int32_t k2_indptr[] = {0, 3, 3, 7};
 static const int32_t k2_packed[] = {28, 13, 39, 27, 17, 16, 24};
 
-/* Library choices: v / bs >= block_table_width is -1 and not counted; an unknown request gives a
- * -1 row and lens 0; any nonzero is_valid byte is valid. bs = 4, width 2, table [5, 6]. */
+/* Library choices: v / P >= block_table_width is -1 and not counted; an unknown request
+ * gives a -1 row and lens 0; any nonzero is_valid byte is valid. P = 4, width 2, table
+ * [5, 6]. */
 static const int32_t lc_topk[] = {0, 7, 8, 100, -1, 3, 4, 5, -1, -1, 1, INT32_MAX, INT32_MIN, 6, -1};
 static const int32_t lc_t2r[] = {0, 1, 0};
 static const int32_t lc_table[] = {5, 6};
@@ -48,7 +50,7 @@ static const int32_t lc_indptr[] = {0, 2, 2, 4};
 static const int32_t lc_packed[] = {20, 27, 21, -1};
 
 static const kat_tt_t kat_tt[] = {
-    {"KAT-1/2",
+    {"translate two requests",
      {3, 4, 2, 4, 4, 0, 0, 0},
      k1_topk,
      k1_t2r,
@@ -106,7 +108,7 @@ void test_kat_translate_packed(th_ctx_t *t) {
     for (int i = 0; i < NV(kat_tt); ++i) run_kat_tt(t, &kat_tt[i], 0, 0, 1);
 }
 
-/* ---- decode SWA lists (KAT-3, library choices) ------------------------------------------ */
+/* ---- decode SWA lists (two requests; library choices) ---------------------------------- */
 typedef struct {
     const char *name;
     dsv4_decode_swa_indices_desc_t d;
@@ -115,7 +117,8 @@ typedef struct {
     const int32_t *want, *want_lens;
 } kat_dsw_t;
 
-/* KAT-3 as one call: request 0 has table [5, 2] (padded), request 1 [5, 2, 8]. */
+/* Two requests in one call (P = 4, W = 4): request 0 has table [5, 2] (padded), request 1
+ * [5, 2, 8]. */
 static const int32_t k3_t2r[] = {0, 0, 1}, k3_pos[] = {5, 1, 9}, k3_table[] = {5, 2, 0, 5, 2, 8};
 static const uint8_t k3_valid[] = {1, 1, 1};
 static const int32_t k3_want[] = {22, 23, 8, 9, 20, 21, -1, -1, 10, 11, 32, 33};
@@ -129,7 +132,7 @@ static const int32_t dc_want[] = {14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
 static const int32_t dc_lens[] = {4, 0, 0, 0};
 
 static const kat_dsw_t kat_dsw[] = {
-    {"KAT-3", {3, 2, 4, 4, 3, 0, 0}, k3_t2r, k3_pos, k3_table, k3_valid, k3_want, k3_lens},
+    {"decode SWA two requests", {3, 2, 4, 4, 3, 0, 0}, k3_t2r, k3_pos, k3_table, k3_valid, k3_want, k3_lens},
     {"decode SWA library choices", {4, 1, 4, 4, 1, 0, 0}, dc_t2r, dc_pos, dc_table, dc_valid, dc_want, dc_lens},
 };
 
@@ -149,7 +152,7 @@ void test_kat_decode_swa(th_ctx_t *t) {
     for (int i = 0; i < NV(kat_dsw); ++i) run_kat_dsw(t, &kat_dsw[i], 0, 0);
 }
 
-/* ---- combine (KAT-4 .. KAT-8, library choices) ------------------------------------------ */
+/* ---- combine (known answers, library choices) ------------------------------------------ */
 #define KC_MAX_T 8
 typedef struct {
     char name[64];
@@ -177,8 +180,8 @@ static void kc_row(kat_cmb_t *k, int64_t t, const int32_t *vals, int64_t n) {
 static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
     const int v4 = mode == DSV4_COMBINE_V4;
     switch (i) {
-    case 0: { /* KAT-4: upstream's test case; V4 gives the same */
-        kc_init(k, "KAT-4", mode, 3, 2, 4, 2, 4, 64, 16);
+    case 0: { /* the shape of FlagGems' combine test; V4 gives the same */
+        kc_init(k, "combine basic", mode, 3, 2, 4, 2, 4, 64, 16);
         const int32_t topk[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, qsl[] = {0, 2, 3};
         memcpy(k->topk, topk, sizeof topk);
         memcpy(k->qsl, qsl, sizeof qsl);
@@ -191,8 +194,8 @@ static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
         kc_row(k, 2, r2, 8);
         return 1;
     }
-    case 1: { /* KAT-5: rebasing (qsl[0] = 17) and gather_start 9 */
-        kc_init(k, "KAT-5", mode, 8, 1, 4, 4, 4, 64, 8);
+    case 1: { /* rebasing (qsl[0] = 17) and gather_start 9 */
+        kc_init(k, "combine rebased", mode, 8, 1, 4, 4, 4, 64, 8);
         const int32_t topk[] = {0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2, -1, 3, 0, 1, 2,
                                 1, 3, 0, 2,  2, 1, 3, 0,  0, 1, 2, 3,  4, 0, 2, 3};
         memcpy(k->topk, topk, sizeof topk);
@@ -207,8 +210,8 @@ static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
         for (int t = 0; t < 8; ++t) kc_row(k, t, rows[t], t < 3 ? 7 : 8);
         return 1;
     }
-    case 2: { /* KAT-6: invalid values, V4.1 filter vs V4 */
-        kc_init(k, v4 ? "KAT-6 (V4)" : "KAT-6 (V4.1)", mode, 3, 2, 4, 2, 4, 32, 8);
+    case 2: { /* invalid values, V4.1 filter vs V4 */
+        kc_init(k, v4 ? "combine invalid values (V4)" : "combine invalid values (V4.1)", mode, 3, 2, 4, 2, 4, 32, 8);
         const int32_t topk[] = {1, 0, -1, -1, 3, -1, 1, 0, 5, 9, -7, 2}, qsl[] = {0, 1, 3};
         memcpy(k->topk, topk, sizeof topk);
         memcpy(k->qsl, qsl, sizeof qsl);
@@ -224,9 +227,9 @@ static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
         kc_row(k, 2, v4 ? r2v4 : r2, 8);
         return 1;
     }
-    case 3: { /* KAT-7: ratio 0 (SWA-only); not a V4 case */
+    case 3: { /* ratio 0 (SWA-only); not a V4 case */
         if (v4) return 0;
-        kc_init(k, "KAT-7", mode, 5, 2, 128, 0, 0, 1000, 0);
+        kc_init(k, "combine ratio 0", mode, 5, 2, 128, 0, 0, 1000, 0);
         const int32_t qsl[] = {0, 2, 5};
         memcpy(k->qsl, qsl, sizeof qsl);
         k->seq[0] = 2;
@@ -243,8 +246,8 @@ static int kat_cmb_build(kat_cmb_t *k, int i, int64_t mode) {
         }
         return 1;
     }
-    case 4: { /* KAT-8: ratio 1 */
-        kc_init(k, "KAT-8", mode, 2, 1, 4, 1, 4, 64, 16);
+    case 4: { /* ratio 1 */
+        kc_init(k, "combine ratio 1", mode, 2, 1, 4, 1, 4, 64, 16);
         const int32_t topk[] = {0, 2, 1, 3, 4, 0, 1, 2}, qsl[] = {0, 2};
         memcpy(k->topk, topk, sizeof topk);
         memcpy(k->qsl, qsl, sizeof qsl);
@@ -317,7 +320,7 @@ void test_kat_combine(th_ctx_t *t) { kat_cmb_all(t, 0, 0); }
 
 void test_kat_library_choices(th_ctx_t *t) {
     /* The library-choice cases live in the tables above; this test states them by name so a
-     * failure reads as "a library choice changed", separate from the spec's KATs. */
+     * failure reads as "a library choice changed", separate from the formula cases. */
     run_kat_tt(t, &kat_tt[1], 0, 0, 0);
     run_kat_tt(t, &kat_tt[1], 0, 0, 1);
     run_kat_dsw(t, &kat_dsw[1], 0, 0);

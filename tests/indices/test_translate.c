@@ -209,7 +209,7 @@ typedef struct {
 } tt_shape_t;
 
 /* Shapes covering: both staging outcomes, multi-segment rows (K > 512), K not a multiple of
- * 4, misaligned pointers, padded strides, T = 0 and 1, bs = 1, a table whose slot range
+ * 4, misaligned pointers, padded strides, T = 0 and 1, P = 1, a table whose slot range
  * exceeds 2^31 (vlimit clamp), aligned table rows whose width is not a multiple of 4. */
 static const tt_shape_t tt_shapes[] = {
     {1, 512, 1, 40, 16, KIND_NARROW, 0, 0, 0},
@@ -255,7 +255,7 @@ void test_translate_packed_gpu(th_ctx_t *t) {
 }
 
 /* Decode-shaped: T = 8192 tokens, one request per token or two (MTP), contexts of 1K-64K
- * tokens at ratio 4 with 64-token blocks (bs = 16), rows 0 .. n_t-1 prefix-contract. */
+ * tokens at ratio 4 with 64-token blocks (P = 16), rows 0 .. n_t-1 prefix-contract. */
 void tt_case_model(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t tokens_per_req) {
     const int64_t bs = 16, ratio = 4, max_ctx = 65536, width = max_ctx / ratio / bs;
     const int64_t R = (T + tokens_per_req - 1) / tokens_per_req;
