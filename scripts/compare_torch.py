@@ -439,7 +439,7 @@ def cases(d, dev, small):
             t_swa_write(qb, s["kv"], s["pos"], s["slots"], s["cs"], cb, s["P"], 1e-6, s["H"])
             return merge(exact(ca, cb, "cache bytes"),
                          q_rope_close(qa, qb, s["q"], s["pos"], s["cs"], s["H"], 1e-6, "q"))
-        out.append(Case("kv_swa_write", f"N={N} H={H} P=32", lambda N=N, H=H: swa_setup(N, H),
+        out.append(Case("kv_swa_write", f"T={N} H={H} P=32", lambda N=N, H=H: swa_setup(N, H),
                         lambda s: d.kv_swa_write(s["q"], s["kv"], s["pos"], s["slots"], s["cs"], s["cache"],
                                                  page_tokens=s["P"], eps=1e-6),
                         lambda s: t_swa_write(s["q"], s["kv"], s["pos"], s["slots"], s["cs"], s["cache"], s["P"],
@@ -462,7 +462,7 @@ def cases(d, dev, small):
             d.kv_gather(s["cache"], s["seq"], s["table"], a, page_tokens=s["P"])
             t_gather(s["cache"], s["seq"], s["table"], b, s["P"])
             return exact(a, b, "rows")
-        out.append(Case("kv_gather", f"rows={rows} req={reqs} P={P}", lambda a=(rows, reqs, P): gather_setup(*a),
+        out.append(Case("kv_gather", f"rows={rows} R={reqs} P={P}", lambda a=(rows, reqs, P): gather_setup(*a),
                         lambda s: d.kv_gather(s["cache"], s["seq"], s["table"], s["out"], page_tokens=s["P"]),
                         lambda s: t_gather(s["cache"], s["seq"], s["table"], s["out"], s["P"]), chk,
                         "dequantize (float8 cast * 2^(enc-127)) then index, masked write"))
@@ -522,7 +522,7 @@ def cases(d, dev, small):
 
     for T, TOPK, ratio in ((S(8192, 256), 512, 4), (S(8192, 256), 1024, 4), (S(1536, 256), 512, 2),
                            (S(8192, 256), 0, 0)):
-        out.append(Case("combine_topk_swa", f"T={T} topk={TOPK} r={ratio} 4req",
+        out.append(Case("combine_topk_swa", f"T={T} topk={TOPK} r={ratio} R=4",
                         lambda a=(T, TOPK, ratio): combine_setup(*a), d_combine, tt_combine, chk_combine,
                         "searchsorted + arange/where chain (three regions)"))
 
@@ -587,7 +587,7 @@ def cases(d, dev, small):
         return attn_close(a, t_prefill(s["q"], s["kv"], s["ids"], s["lens"], s["sink"], scale), maxk, "out")
 
     for T, H in ((S(1024, 32), 64), (S(1024, 32), 32)):
-        out.append(Case("sparse_mla_prefill", f"T={T} H={H} C=640", lambda a=(T, H): prefill_setup(*a),
+        out.append(Case("sparse_mla_prefill", f"T={T} H={H} w=640", lambda a=(T, H): prefill_setup(*a),
                         lambda s: d.sparse_mla_prefill(s["q"], s["kv"], s["ids"], s["lens"], sink=s["sink"]),
                         lambda s: t_prefill(s["q"], s["kv"], s["ids"], s["lens"], s["sink"], scale), chk_prefill,
                         "row gather + fp32 bmm + softmax with sink + bmm"))
@@ -614,7 +614,7 @@ def cases(d, dev, small):
         return merge(exact(a, b, "residual"), (rel <= 1e-5, f"sqrsum rel {rel:.1e} (<= 1e-5)"))
 
     for T in (S(2048, 16), S(8192, 64)):
-        out.append(Case("mhc_post", f"T={T} H={Hh} +sqrsum", lambda T=T: mhc_setup(T),
+        out.append(Case("mhc_post", f"T={T} H={Hh} sqrsum", lambda T=T: mhc_setup(T),
                         lambda s: d.mhc_post(s["x"], s["R"], s["post"], s["comb"], with_sqrsum=True),
                         lambda s: (lambda r: (r, r.float().pow(2).reshape(r.shape[0], -1).sum(1)))(
                             t_post(s["x"], s["R"], s["post"], s["comb"])), chk_post,
@@ -624,7 +624,7 @@ def cases(d, dev, small):
         a, ax = d.mhc_collapse(s["R"], s["pre_mix"], s["w"], with_aux=True)
         b, bx = t_collapse(s["R"], s["pre_mix"], s["w"], 1e-20, aux=True)
         return merge(ulps(a, b, "normed out"), exact(ax, bx, "aux"))
-    out.append(Case("mhc_collapse", f"norm+aux T={S(2048, 16)} H={Hh}", lambda: mhc_setup(S(2048, 16)),
+    out.append(Case("mhc_collapse", f"T={S(2048, 16)} H={Hh} norm-aux", lambda: mhc_setup(S(2048, 16)),
                     lambda s: d.mhc_collapse(s["R"], s["pre_mix"], s["w"], with_aux=True),
                     lambda s: t_collapse(s["R"], s["pre_mix"], s["w"], 1e-20, aux=True), chk_collapse,
                     "fmaf chain + RMSNorm + stream mean in torch ops"))
