@@ -13,6 +13,7 @@
 
 #include "dsv4/kvcache.h"
 #include "harness.h"
+#include "model_cases.h"
 
 typedef struct {
     int64_t P, stride, num_pages;

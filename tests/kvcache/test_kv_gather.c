@@ -183,7 +183,7 @@ size_t kvt_cmp_gather(th_ctx_t *t, const char *what, const kvt_gather_case_t *c,
 
 void test_kv_gather_random_vs_model(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{32, 19008, 7}, {64, 37440, 4}, {256, 256 * 584 + 16, 2}, {3, 3 * 584 + 40, 30}};
+    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 7}, {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4}, {256, 256 * 584 + 16, 2}, {3, 3 * 584 + 40, 30}};
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);

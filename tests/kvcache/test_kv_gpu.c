@@ -82,13 +82,13 @@ static void gpu_insert_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t kst, i
 }
 
 void test_kv_gpu_insert(th_ctx_t *t) {
-    gpu_insert_case(t, (kvt_geom_t){64, 37440, 40}, 2000, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){32, 19008, 70}, 2000, 520, 13);   /* V4.1 SWA page, padded k */
+    gpu_insert_case(t, (kvt_geom_t){MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 40}, 2000, 512, 0);
+    gpu_insert_case(t, (kvt_geom_t){MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 70}, 2000, 520, 13);   /* V4.1 SWA page, padded k */
     gpu_insert_case(t, (kvt_geom_t){256, 256 * 584 + 48, 9}, 2000, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){2, 1728, 700}, 1000, 1024, 1);   /* V4 C128A page */
+    gpu_insert_case(t, (kvt_geom_t){MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 700}, 1000, 1024, 1);   /* V4 C128A page */
     gpu_insert_case(t, (kvt_geom_t){64, 64 * 584, 3}, 7, 512, 0);     /* a partial CTA */
     gpu_insert_case(t, (kvt_geom_t){1, 592, 10}, 1, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){64, 37440, 2}, 0, 512, 0);        /* no-op */
+    gpu_insert_case(t, (kvt_geom_t){MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 2}, 0, 512, 0);        /* no-op */
 }
 
 /* ---- SWA writer --------------------------------------------------------------------------- */
@@ -163,7 +163,7 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
 }
 
 void test_kv_gpu_swa(th_ctx_t *t) {
-    const kvt_geom_t v41 = {32, 19008, 40}, v4 = {64, 37440, 20};
+    const kvt_geom_t v41 = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 40}, v4 = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 20};
     gpu_swa_case(t, v41, (swa_shape_t){300, 300, 64, 64, 512, 64 * 512, 512});
     gpu_swa_case(t, v41, (swa_shape_t){257, 200, 32, 32, 520, 32 * 520 + 8, 528}); /* gaps everywhere */
     gpu_swa_case(t, v4, (swa_shape_t){100, 100, 16, 64, 512, 64 * 512, 512});    /* head padding 16 -> 64 */
@@ -174,7 +174,7 @@ void test_kv_gpu_swa(th_ctx_t *t) {
 /* ---- gather ------------------------------------------------------------------------------- */
 void test_kv_gpu_gather(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{32, 19008, 60}, {64, 37440, 30}, {256, 256 * 584 + 16, 8}, {3, 3 * 584 + 40, 300}};
+    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 60}, {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 30}, {256, 256 * 584 + 16, 8}, {3, 3 * 584 + 40, 300}};
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);
@@ -262,7 +262,7 @@ void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t) {
 /* Insert then gather, captured in a CUDA graph and replayed: the calls are capture-safe. */
 void test_kv_gpu_graph_capture(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    const kvt_geom_t g = {64, 37440, 4};
+    const kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4};
     const int64_t T = 256;
     uint16_t *k = aligned_alloc(64, (size_t)T * 1024), *want = aligned_alloc(64, (size_t)T * 1024);
     uint16_t *got = malloc((size_t)T * 1024);

@@ -116,8 +116,8 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
 /* Random pages: every byte against the model, for the models' P values and strides. */
 void test_kv_insert_random_vs_model(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{64, 37440, 5}, {32, 19008, 9}, {256, 256 * 584, 2},
-                                       {2, 1728, 40},  {64, 64 * 584 + 48, 4}, {1, 592, 64}};
+    static const kvt_geom_t geoms[] = {{MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 5}, {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 9}, {256, 256 * 584, 2},
+                                       {MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 40},  {64, 64 * 584 + 48, 4}, {1, 592, 64}};
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; ++gi) {
         const kvt_geom_t g = geoms[gi];
         const int64_t T = g.num_pages * g.P < 300 ? g.num_pages * g.P : 300, kst = gi % 2 ? 512 : 520;
@@ -151,7 +151,7 @@ void test_kv_insert_random_vs_model(th_ctx_t *t) {
  * (half an e4m3 step of the block scale) and exact RoPE dims, on model-like rows. */
 void test_kv_insert_gather_roundtrip(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    const kvt_geom_t g = {64, 37440, 4};
+    const kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4};
     const int64_t T = 200;
     uint16_t *k = aligned_alloc(64, (size_t)T * 1024), *out = aligned_alloc(64, (size_t)T * 1024);
     int32_t table[4] = {2, 0, 3, 1}, L = (int32_t)T;

@@ -74,7 +74,7 @@ void test_kv_swa_known_answers(th_ctx_t *t) {
         rot[448 + 2 * i] = kv[449 + 2 * i] ^ 0x8000;
         rot[449 + 2 * i] = kv[448 + 2 * i];
     }
-    kvt_geom_t g = {64, 37440, 1};
+    kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 1};
     kvt_model_insert(g, want, slot, rot);
     kvt_cmp_cache(t, "swa known answer kv", g, page, want);
     free(q);
@@ -86,7 +86,7 @@ void test_kv_swa_known_answers(th_ctx_t *t) {
 
 void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    const kvt_geom_t g = {32, 19008, 12};
+    const kvt_geom_t g = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 12};
     const int64_t N = 120, Ni = 100, max_pos = 300, kvs = 528;
     uint16_t *q = aligned_alloc(64, (size_t)N * 1024), *kv = aligned_alloc(64, (size_t)(N * kvs * 2));
     uint16_t *rot = aligned_alloc(64, (size_t)N * 1024);
