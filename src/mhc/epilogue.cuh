@@ -101,7 +101,7 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
 
 /* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
  * the same operations and order as mhc_epilogue_token). `stage` is the split K2's dynamic
- * shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S floats for the ss
+ * shared memory (MHC_EPI_STAGE_SMEM; a norm CTA uses its first S floats for the ss
  * partials): the partials arrive by cp.async, all in flight without holding registers. */
 static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
     __shared__ float s_raw[MHC_EPI_TPC][25];

@@ -104,8 +104,8 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
  * and sq per slice; 16-byte aligned rows for cp.async), at most 28,672 bytes (S <= 64). */
 #define MHC_EPI_TPC (MHC_EPI_THREADS / 32)
 #define MHC_EPI_PITCH 28
-#define MHC_EPI_SPLIT_SMEM(S) ((size_t)MHC_EPI_TPC * (S) * MHC_EPI_PITCH * sizeof(float))
-DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_SPLIT_SMEM(MHC_TC_MAX_SPLIT) + MHC_EPI_TPC * 25 * 4 + 4, "mhc split K2 staging");
+#define MHC_EPI_STAGE_SMEM(S) ((size_t)MHC_EPI_TPC * (S) * MHC_EPI_PITCH * sizeof(float))
+DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_STAGE_SMEM(MHC_TC_MAX_SPLIT) + MHC_EPI_TPC * 25 * 4 + 4, "mhc split K2 staging");
 
 /* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
  * a token's S x 26 partials in shared memory: at most 64 x 26 x 4 = 6,656 bytes. */

@@ -33,7 +33,7 @@ enum { MHC_EPI_GATES = 0, MHC_EPI_DELAYED = 1, MHC_EPI_IMMEDIATE = 2 };
 typedef struct mhc_pipe {
     int64_t T, H;
     int32_t prod, epi;
-    int32_t collapse_k1; /* K1 writes the un-normed collapse + ss partials (DELAYED)   */
+    int32_t proj_collapse; /* K1 writes the un-normed collapse + ss partials (DELAYED)   */
     int32_t sq_rounded;  /* the norm squares the rounded collapse (V4.1) or fp32 y (V4) */
     int64_t rms_numel;   /* 4H, or H for the broadcast projection                    */
     dsv4_mhc_plan_t plan;
