@@ -1,5 +1,5 @@
 /*
- * CPU reference of the collapse (spec 3.5): y = p0*R0, then fmaf(p_j, R_j, y) for
+ * CPU reference of the collapse: y = p0*R0, then fmaf(p_j, R_j, y) for
  * j = 1..3 (or y = R0 exactly without a pre-mix), yb = bf16(y); aux = bf16 of the
  * stream sum in order times 0.25; RMSNorm with ss accumulated in double over the fp32
  * squares (rounded yb for V4.1, fp32 y for V4), rn = 1 / sqrtf(ss / H + eps),

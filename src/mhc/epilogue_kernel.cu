@@ -1,6 +1,6 @@
 /*
- * K2 of the tensor-core route (epilogue.cuh), launched after the projection kernel has
- * written every partial, 128 threads per CTA:
+ * The gates epilogue of the tensor-core route (epilogue.cuh), launched after the projection
+ * pass has written every partial, 128 threads per CTA:
  *   GATES, DELAYED (V4.1): ceil(T / MHC_EPI_TPC) gate CTAs, one warp per token; V4.1 with a
  *     norm weight then T norm CTAs, which normalise the layer input in place (the
  *     projection stored the un-normed collapse and its sum-of-squares partials). The

@@ -1,6 +1,6 @@
 /*
- * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual (spec 3.1-3.4), or
- * of the first layer's embedding with fn_bcast. Host side: validate, plan, launch.
+ * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual, or of the first
+ * layer's embedding with fn_bcast. Host side: validate, plan, launch.
  */
 #include <string.h>
 
@@ -49,7 +49,7 @@ static dsv4_status_t mhc_gates_setup(const dsv4_mhc_gates_desc_t *d, const dsv4_
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->sqrsum_in = a->sqrsum;
     p->post_out = a->post;
     p->comb_out = a->comb;

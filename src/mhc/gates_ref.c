@@ -1,12 +1,12 @@
 /*
- * CPU reference of the gates pipeline (spec 3.1-3.5, 5.2, 5.3), shared by
- * dsv4_mhc_gates_ref, dsv4_mhc_pre_ref and dsv4_mhc_seam_ref.
+ * CPU reference of the gates pipeline, shared by dsv4_mhc_gates_ref, dsv4_mhc_pre_ref and
+ * dsv4_mhc_seam_ref.
  *
  * Per token: the producer values (post-apply in the contract's fmaf order, the residual,
  * or the broadcast embedding) and their stored bf16 copies; the projection in double
  * over what the planned route reads (the stored bf16 values, or with
  * plan.unrounded_input the fp32 post-apply values), rounded once to fp32; then RMS, gates and
- * Sinkhorn in fp32 in the spec's order (true divisions, sums in index order 0..3);
+ * Sinkhorn in fp32 in the order include/dsv4/mhc.h fixes (true divisions, sums in index order 0..3);
  * then the collapse (collapse_ref.c) with the incoming pre-mix (V4.1) or the fresh
  * pre (V4).
  */

@@ -1,7 +1,7 @@
 /*
  * The projection planner: route (small-T CUDA-core or tensor-core), split count S and
  * geometry, as a pure function of (T, H, broadcast, requested route). Host only, so the
- * routing table of spec/mhc.md section 6.1 is tested without a GPU.
+ * routing table (include/dsv4/mhc.h, Projection routes) is tested without a GPU.
  */
 #include <string.h>
 
@@ -10,7 +10,7 @@
 #include "mhc/mhc_host.h"
 
 /* The small-T geometry has no remainder handling: H must split into slices of one channel
- * per thread (spec 6.2). Same rule for the broadcast projection (K = H). */
+ * per thread. Same rule for the broadcast projection (K = H). */
 static int mhc_small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
 
 /* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and at most

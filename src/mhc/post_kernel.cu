@@ -1,5 +1,5 @@
 /*
- * mhc_post and mhc_post_with_sqrsum (spec/mhc.md 3.6, 5.1):
+ * mhc_post and mhc_post_with_sqrsum:
  *   R_new[t][k][h] = bf16(post_channel(post[t], comb[t], x[t][h], R[t][0..3][h]))
  *   sqrsum[t]      = sum over the 4H stored values of float(bf16)^2       (optional)
  *

@@ -1,6 +1,6 @@
 /*
- * dsv4_mhc_pre: gates of a residual plus the sublayer input (spec 5, 5.2, 4.3): V4
- * mhc_pre, V4.1 mhc_pre_delayed, and the first-layer broadcast variants of both.
+ * dsv4_mhc_pre: gates of a residual plus the sublayer input: V4 mhc_pre, V4.1
+ * mhc_pre_delayed, and the first-layer broadcast variants of both.
  * Host side: validate, describe the pipeline, plan, launch.
  */
 #include <string.h>
@@ -69,7 +69,7 @@ static dsv4_status_t mhc_pre_setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->norm_w = a->norm_weight;
     p->res_out = a->residual_out;
     p->li = a->layer_input;

@@ -1,6 +1,7 @@
 /*
- * K0 + K1, tensor-core route (spec/mhc.md 6.3): one pass over the residual that produces
- * the bf16 rows the projection reads and runs the projection on them with mma.sync.
+ * The tensor-core route's fn split (mhc_fn_split_kernel) and projection pass
+ * (mhc_proj_tc_kernel): one pass over the residual that produces the bf16 rows the
+ * projection reads and runs the projection on them with mma.sync.
  *
  * Formula, per token t and slice `split` (chunks [split*cps, (split+1)*cps)):
  *   A[t][k] = bf16 value of flat column k:  R_new = bf16(post_channel(x, R)) (POST, also
@@ -11,26 +12,26 @@
  *   with proj_collapse: yb = bf16(collapse(A row, pre_mix)) stored as the un-normed layer
  *   input, ss_part[split][t] = sum yb^2; aux = bf16(stream mean of the A row).
  *
- * K0 (mhc_fn_split_kernel) writes hi and lo of fn once per call into the workspace
- * ([48][K] bf16, rows 0..23 hi, 24..47 lo), so K1 copies its B tiles with cp.async: no
- * registers, no per-CTA conversion (session 8, v13). A call that passes fn_split (the same
- * rows, made once after loading by dsv4_mhc_fn_split, which launches this K0) skips K0 and
- * K1 reads those rows instead.
+ * The fn split writes hi and lo of fn once per call into the workspace ([48][K] bf16,
+ * rows 0..23 hi, 24..47 lo), so the projection pass copies its B tiles with cp.async: no
+ * registers, no per-CTA conversion. A call that passes fn_split (the same rows, made once
+ * after loading by dsv4_mhc_fn_split, which launches the same kernel) skips the fn split
+ * and the projection pass reads those rows instead.
  *
- * K1 grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64 channels
- * of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
+ * Projection grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64
+ * channels of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
  *   Producer: thread (row = tid / 8, grp = tid % 8) owns token row and 8 channels of each
  *   stream (16 channels of e): it loads 16-byte vectors, computes the post-apply with the
  *   shared per-channel function (its token's post, comb and pre-mix come from shared
  *   memory, 32 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
  *   stores, and writes its bf16 A row segment to shared memory. The 8 threads of a row
  *   cover 128 contiguous bytes of each stream, so every warp access is 4 whole 128-byte
- *   lines. v12 (64 tokens x 32 channels per stream) touched 8 half lines per access: the
- *   session 8 ablations measured its stores at ~30 of 101 us at T = 2048, two thirds of
- *   it on the SM side, and emulating whole-line accesses gave -16 to -18 %.
+ *   lines: 8 half lines per access (64 tokens x 32 channels per stream) would make the
+ *   stores bound by L1 wavefronts rather than DRAM (docs/mhc.md, Decisions).
  *   The optional outputs (collapse with or without a pre-mix, aux) are template mode bits
- *   (MHC_TC_COLL, MHC_TC_PMIX, MHC_TC_AUX), and addresses are 32-bit offsets from the tensor bases
- *   (mhc_tc_rows): v8 cut the seam's loop from ~750 to ~530 instructions per thread and chunk.
+ *   (MHC_TC_COLL, MHC_TC_PMIX, MHC_TC_AUX), and addresses are 32-bit offsets from the
+ *   tensor bases (mhc_tc_rows), so that the seam's loop issues ~530 instead of ~750
+ *   instructions per thread and chunk.
  *   MMA: warp w takes m-tile w % 2 (16 tokens) and k-quarter w / 2 of the chunk (4 k-steps;
  *   BCAST 2); per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one
  *   ldmatrix.x4 giving hi and lo fragments, two mma.m16n8k16 into the same fp32
@@ -69,8 +70,8 @@ static_assert(BM == 32 && NTHR == 256, "the mma split: 8 warps = 2 m-tiles x 4 k
 
 /* Mode bits of an instantiation: which optional outputs the producer makes. They are
  * uniform per call; as template arguments they leave the producer without per-channel
- * branches, so that its coefficients stay in registers (v8: at run time they were
- * re-read from shared memory around every branch, 52 LDS and 21 branches per chunk). */
+ * branches, so that its coefficients stay in registers (run-time flags make ptxas re-read
+ * them from shared memory around every branch: 52 LDS and 21 branches per chunk). */
 enum { MHC_TC_COLL = 1, MHC_TC_PMIX = 2, MHC_TC_AUX = 4 };
 
 template <int PROD> struct mhc_tc_geom {
@@ -93,8 +94,8 @@ struct mhc_tc_in {
 
 /* Addressing: every token-row address is the tensor's base pointer plus a 32-bit element
  * offset, the thread's row offset (token x stride + its channel group, computed once) plus
- * the chunk's column: one add and one shift-add per address. v7 rebuilt each address from
- * 64-bit products in every chunk (~100 integer instructions per chunk and thread). The
+ * the chunk's column: one add and one shift-add per address, where rebuilding each address
+ * from 64-bit products costs ~100 integer instructions per chunk and thread. The
  * host refuses tensors whose offsets do not fit in 32 bits (mhc_check_tc_offsets). A row
  * past T takes row T - 1's offsets, so it loads real data (its results are never stored)
  * and no path branches on validity. */
@@ -253,14 +254,14 @@ __device__ __forceinline__ void mhc_tc_mma(const uint16_t *sA, const uint16_t *s
                                        float acc[3][4]) {
 #pragma unroll
     for (int kk = 0; kk < mhc_tc_geom<PROD>::KSTEPS; ++kk) {
-        const int k0 = (kq * mhc_tc_geom<PROD>::KSTEPS + kk) * 16;
+        const int kb = (kq * mhc_tc_geom<PROD>::KSTEPS + kk) * 16;
         uint32_t a[4];
-        dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + k0 + (lane >> 4) * 8);
+        dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + kb + (lane >> 4) * 8);
 #pragma unroll
         for (int nt = 0; nt < 3; ++nt) {
-            /* lanes 0-15: hi rows (k0, k0+8), lanes 16-31: lo rows -> b[0..1] hi, b[2..3] lo */
+            /* lanes 0-15: hi rows (kb, kb+8), lanes 16-31: lo rows -> b[0..1] hi, b[2..3] lo */
             uint32_t b[4];
-            dsv4_ldmatrix_x4(b, sB + ((lane >> 4) * 24 + nt * 8 + (lane & 7)) * LDS + k0 + ((lane >> 3) & 1) * 8);
+            dsv4_ldmatrix_x4(b, sB + ((lane >> 4) * 24 + nt * 8 + (lane & 7)) * LDS + kb + ((lane >> 3) & 1) * 8);
             dsv4_mma_bf16_16816(acc[nt], a, b, acc[nt]);
             dsv4_mma_bf16_16816(acc[nt], a, b + 2, acc[nt]);
         }
@@ -269,13 +270,12 @@ __device__ __forceinline__ void mhc_tc_mma(const uint16_t *sA, const uint16_t *s
 
 } // namespace
 
-/* K0: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn), lo = bf16(fn - hi), the
- * difference exact in fp32). mhc_pack2 (cvt.rn.bf16x2.f32) gives the bits of
+/* The fn split: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn),
+ * lo = bf16(fn - hi), the difference exact in fp32). mhc_pack2 (cvt.rn.bf16x2.f32) gives the bits of
  * dsv4_f32_to_bf16, NaN -> 0x7FFF and subnormals kept, and __fsub_rn does not flush
  * subnormals, so dsv4_mhc_fn_split_ref is bit-exact with this kernel. A thread converts
- * MHC_FN_SPLIT_VECS float4 a grid apart, all loads issued first: at K = 20480 120 CTAs hold the whole
- * of fn in flight in one round trip (one float4 per thread took 3.3 us under ncu at 0.23
- * warps issued per scheduler). */
+ * MHC_FN_SPLIT_VECS float4 a grid apart, all loads issued first, so that at K = 20480 120
+ * CTAs hold the whole of fn in flight in one round trip. */
 constexpr int MHC_FN_SPLIT_VECS = 4;
 __global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl,
                                                             uint32_t K) {
@@ -326,8 +326,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     const int c_begin = (int)split * cps;
     /* The i-th chunk of this CTA. Token blocks start their slice at different chunks
      * (rotation by blockIdx.x), so that CTAs of the same slice do not read the same B rows
-     * of fn at the same time: without it, session 8 run 9 measured the gates op 188 us
-     * instead of 176 and the seam at T = 8192 350 instead of 340. */
+     * of fn at the same time. */
     const int rot = (int)(blockIdx.x % (unsigned)cps);
     auto chunk_at = [&](int i) {
         const int j = i + rot;
@@ -368,9 +367,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
         const int c = chunk_at(i);
         mhc_tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
         /* the producer is done with this chunk's inputs, so the next chunk's leave now and
-         * their round trip also covers the barrier's wait: gates op -9 % (session 4); the
-         * seams (POST) -0.5 to -1 % since v13 (session 14 run 5; 3 % slower with v10's K1,
-         * which loaded after the barrier until then) */
+         * their round trip also covers the barrier's wait */
         if (more) mhc_tc_load<PROD>(p, rw, chunk_at(i + 1), in);
         dsv4_cp_async_wait<0>(); /* this chunk's B tile */
         __syncthreads();
@@ -452,8 +449,8 @@ template <int PROD> static dsv4_status_t mhc_launch_proj_tc_prod(const mhc_pipe_
     }
 }
 
-/* K0 for dsv4_mhc_fn_split and for a tensor-core call without fn_split. K <= 4 x 16384, so
- * 24 K fits the kernel's 32-bit indices. */
+/* The fn split, for dsv4_mhc_fn_split and for a tensor-core call without fn_split.
+ * K <= 4 x 16384, so 24 K fits the kernel's 32-bit indices. */
 extern "C" dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream) {
     static const char *op = "mhc_fn_split";
     static int smem_cache;

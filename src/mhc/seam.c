@@ -1,5 +1,5 @@
 /*
- * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site (spec 5.3):
+ * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site:
  * the V4.1 delayed seam (mhc_fused_post_pre_delayed) and the V4 fused seam
  * (mhc_fused_post_pre). Host side: validate, describe the pipeline, plan, launch.
  */
@@ -70,7 +70,7 @@ static dsv4_status_t mhc_seam_setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mh
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->norm_w = a->norm_weight;
     p->res_out = a->residual_out;
     p->li = a->layer_input;

@@ -1,7 +1,7 @@
 /*
- * The small-T route (spec/mhc.md 6.1-6.2): projection, gates, Sinkhorn, stored rows and
- * collapse of a gates / pre / seam call in ONE launch, so that a decode step pays one
- * launch and one DRAM round trip per phase instead of two kernels' worth.
+ * The small-T route: projection, gates, Sinkhorn, stored rows and collapse of a gates /
+ * pre / seam call in ONE launch, so that a decode step pays one launch and one DRAM round
+ * trip per phase instead of two kernels' worth.
  *
  * Formula: as the tensor-core route (proj_tc_kernel.cu + epilogue.cuh). Per token t:
  *   r[s][h]  = bf16(post_channel(x, R)) (POST: the stored R_new) | R[s][h] (RES) | e[h] (BCAST)
@@ -15,33 +15,33 @@
  *                h = 256 ks + tid: it issues its 6 x 4 fn loads and its tokens' input loads
  *                together (one round trip; the CTA stores nothing that could alias them),
  *                forms the projection input and accumulates 6 mix partials and sq per
- *                token. Warp trees, then the 8 warps in order; the CTA stores
- *                raw_part[ks][t][6 nt ..] and (n-tile 0) sq_part[ks][t], then publishes
- *                the flag (t, nt, ks) of each of its tokens.
+ *                token. Warp trees, then the 8 warps in order; the CTA stores each
+ *                token's 6 mix partials and (n-tile 0) sq as tagged words of the record
+ *                (t, nt, ks) (prim/grid_flag.cuh).
  *   [P, P + T)   row CTAs, V4.1 only: one pass over token t's row that stores R_new (the
  *                post-apply, recomputed here: cheaper than waiting for it) or the 4
  *                broadcast copies, and collapses it with the incoming pre-mix, aux and
  *                RMSNorm (mhc_collapse_row with a producing source; nothing is read back).
  *                None of this waits for the projection.
- *   last T       gate CTAs: thread i < 4 S of token t's CTA waits for flag i and copies
- *                that producer's partials into the staging buffer as soon as it is set
- *                (mhc_small_wait_stage), then the CTA runs the epilogue (epilogue.cuh). With
- *                the immediate pre (V4) there are no row CTAs: the gate CTA stores the rows
- *                first and collapses them after the gates.
- * Only gate CTAs wait, only on CTAs with lower block indices (dispatched before them; the
- * same assumption as CUTLASS's stream-K fix-up), and at most T of them wait at once, so at
- * auto-route sizes they can never hold every CTA slot. The records live in the workspace
+ *   last T       gate CTAs: thread i < 4 S of token t's CTA waits until every word of
+ *                record i carries the tag and copies that producer's partials into the
+ *                staging buffer (mhc_small_wait_stage), then the CTA runs the epilogue
+ *                (epilogue.cuh). With the immediate pre (V4) there are no row CTAs: the
+ *                gate CTA stores the rows first and collapses them after the gates.
+ * Only gate CTAs wait, only on CTAs with lower block indices (dispatched before them: the
+ * one ordering this route assumes), and at most T of them wait at once, so at auto-route
+ * sizes they can never hold every CTA slot. The records live in the workspace
  * (T x 4 x S of MHC_SMALL_REC_WORDS words) and each gate CTA zeroes its own: graph replays
- * need no memset. (Until session 21 the partials went to plain floats published by a fenced
- * flag; the tags take the fence and the read after the flag off the gate CTA's chain.)
+ * need no memset. A tag travels in the same 8-byte store as its value, so the producer
+ * needs no fence and the gate CTA no second read after it sees the tag.
  * Sizes at T = 12, H = 5120: 240 projection CTAs (24.6 KB of fn each), 12 row, 12 gate
  * CTAs: 264 = one wave of 2 CTAs per SM on the H200; a gate CTA reads 20 x 25 partials.
  *
  * Numerics: per-thread fp32 FMA chains over its channel's streams (in order 0..3), warp
  * xor-trees, warps in order, slices in order. The projection reads the stored bf16 values
- * (MHC_SMALL_T_UNROUNDED = 1 restores upstream's unrounded fp32 input; gates_config.h says
- * why not). Stored rows, collapse and aux use the shared per-row functions: bit-exact with
- * dsv4_mhc_post / dsv4_mhc_collapse and with the tensor-core route.
+ * (MHC_SMALL_T_UNROUNDED = 1 projects the unrounded fp32 values instead; gates_config.h
+ * says why not). Stored rows, collapse and aux use the shared per-row functions: bit-exact
+ * with dsv4_mhc_post / dsv4_mhc_collapse and with the tensor-core route.
  */
 #include <cuda_runtime.h>
 
