@@ -38,9 +38,9 @@ struct mhc_epi_smem {
     float raw[24], sq, pre[4], red[33];
 };
 
-/* Stages token t's S x 26 partials in sm.part, CH loads in flight per thread per round: a
- * loop with one load per trip kept each load waiting on the previous one (S = 40 at
- * T = 16..64: ~8 dependent L2 round trips before the gates could start; now 2). */
+/* Stages token t's S x 26 partials in sm.part, CH loads in flight per thread per round, so
+ * that at S = 40 (T = 16..64) the gates wait ~2 dependent L2 round trips instead of the ~8
+ * of a loop with one load per trip. */
 static __device__ __forceinline__ void mhc_epi_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     constexpr int CH = 4; /* 4 x 128 threads = 512 partials, S <= 19, per round */
     const int64_t T = p.T;

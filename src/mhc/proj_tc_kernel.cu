@@ -185,7 +185,7 @@ __device__ __forceinline__ void mhc_tc_produce(const mhc_pipe_t &p, const mhc_tc
         }
     } else {
         /* channel pairs (one 32-bit word of every vector) from load to packed outputs, so
-         * that only a pair's floats are live: at 128 registers the 8-channel form spilled */
+         * that only a pair's floats are live: at 128 registers the 8-channel form spills */
         uint32_t aw[4][4], yw[4], xw[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -225,7 +225,7 @@ __device__ __forceinline__ void mhc_tc_produce(const mhc_pipe_t &p, const mhc_tc
                                __fmaf_rn(mhc_bf16_lo(yw[q]), mhc_bf16_lo(yw[q]), ss));
             }
             if (AUX) xw[q] = mhc_pack2(a[0], a[1]);
-            /* aux leaves in two 8-byte halves: holding all four words until the end spilled
+            /* aux leaves in two 8-byte halves: holding all four words to the end spills
              * (POST with collapse, pre-mix and aux sits at the 128-register cap) */
             if (AUX && (q & 1) && valid) dsv4_st_v2(p.aux + (r.oaux + c0 + 2 * (q - 1)), xw[q - 1], xw[q]);
         }
