@@ -2,19 +2,20 @@
  * Benchmark cases of the mhc family (H = 5120, V4.1-Flash).
  *
  *   seam_v41   the V4.1 delayed seam, auto route, T = 1 .. 8192. Bytes counted as the
- *              issue asks: residual read + written once, x read once, layer input
- *              written once = 20 H per token. T >= 512 against the copy bandwidth; smaller
- *              T against the empty-kernel launch time (both measured in the same run).
- *              The "warm L2" rows skip the flush (bench_time_warm): a decode step's x
+ *              seam's minimum traffic: residual read + written once, x read once, layer
+ *              input written once = 20 H per token. T >= 512 against the copy bandwidth;
+ *              smaller T against the empty-kernel launch time (both measured in the same
+ *              run). The warm-l2 rows skip the flush (bench_time_warm): a decode step's x
  *              comes straight from the sublayer, so the flushed rows are the pessimistic
  *              bound of a latency that the warm rows bound from below.
- *   seam_route the small-T and tensor-core routes forced at T = 6, 12, 16 (the issue's
- *              comparison) and 24, 32, 48, 64 (where the crossover lies since session 22).
+ *   seam_route the small-T and tensor-core routes forced at T = 6 .. 64, on both sides of
+ *              the AUTO boundary (T < 16) and of the measured crossover (T = 24 .. 32).
  *   post_sqrsum, collapse_norm, gates: the standalone ops at T = 8192 (copy ceiling).
  *
  * The seam and gates cases split fn once at setup (dsv4_mhc_fn_split) and pass fn_split,
- * as a model does after loading, so their tensor-core rows time K1 + K2 only. One row,
- * "T=512 H=5120 split per call", passes fn_split = NULL: the per-call K0 stays visible.
+ * as a model does after loading, so their tensor-core rows time the projection pass and the
+ * gates epilogue only. One row, "T=512 H=5120 split-per-call", passes fn_split = NULL: the
+ * per-call fn split stays visible.
  *
  * With --check each case first compares one run with the CPU reference: every token up
  * to T = 64, else 16 sampled tokens (the config says which). Without a GPU each case runs
@@ -313,7 +314,7 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
 
 /* warm = 1: inputs left in L2 by the previous rep (bench_time_warm), as in a decode step
  * where x comes straight from the sublayer; the main rows flush L2 first. presplit = 0:
- * fn_split = NULL (the per-call K0 on the tensor-core route). */
+ * fn_split = NULL (the per-call fn split on the tensor-core route). */
 #define SEAM_CASE(fn, T, route, warm, presplit)                                                      \
     static int fn(bench_ctx_t *ctx, const char *op, const char *name) {                              \
         return seam_case(ctx, op, name, T, route, warm, presplit);                                   \
@@ -471,27 +472,27 @@ const bench_case_t bench_mhc_cases[] = {
     {"mhc_seam_v41", "T=16 H=5120", seam_t16},
     {"mhc_seam_v41", "T=64 H=5120", seam_t64},
     {"mhc_seam_v41", "T=512 H=5120", seam_t512},
-    {"mhc_seam_v41", "T=512 H=5120 split per call", seam_t512_split_per_call},
+    {"mhc_seam_v41", "T=512 H=5120 split-per-call", seam_t512_split_per_call},
     {"mhc_seam_v41", "T=2048 H=5120", seam_t2048},
     {"mhc_seam_v41", "T=8192 H=5120", seam_t8192},
-    {"mhc_seam_v41", "T=6 H=5120 warm L2", seam_t6_warm},
-    {"mhc_seam_v41", "T=12 H=5120 warm L2", seam_t12_warm},
-    {"mhc_seam_route", "small-T T=6 H=5120", route_small_t6},
-    {"mhc_seam_route", "tensor-core T=6 H=5120", route_tc_t6},
-    {"mhc_seam_route", "small-T T=12 H=5120", route_small_t12},
-    {"mhc_seam_route", "tensor-core T=12 H=5120", route_tc_t12},
-    {"mhc_seam_route", "small-T T=16 H=5120", route_small_t16},
-    {"mhc_seam_route", "tensor-core T=16 H=5120", route_tc_t16},
-    {"mhc_seam_route", "small-T T=24 H=5120", route_small_t24},
-    {"mhc_seam_route", "tensor-core T=24 H=5120", route_tc_t24},
-    {"mhc_seam_route", "small-T T=32 H=5120", route_small_t32},
-    {"mhc_seam_route", "tensor-core T=32 H=5120", route_tc_t32},
-    {"mhc_seam_route", "small-T T=48 H=5120", route_small_t48},
-    {"mhc_seam_route", "tensor-core T=48 H=5120", route_tc_t48},
-    {"mhc_seam_route", "small-T T=64 H=5120", route_small_t64},
-    {"mhc_seam_route", "tensor-core T=64 H=5120", route_tc_t64},
+    {"mhc_seam_v41", "T=6 H=5120 warm-l2", seam_t6_warm},
+    {"mhc_seam_v41", "T=12 H=5120 warm-l2", seam_t12_warm},
+    {"mhc_seam_route", "T=6 H=5120 route=small-t", route_small_t6},
+    {"mhc_seam_route", "T=6 H=5120 route=tensor-core", route_tc_t6},
+    {"mhc_seam_route", "T=12 H=5120 route=small-t", route_small_t12},
+    {"mhc_seam_route", "T=12 H=5120 route=tensor-core", route_tc_t12},
+    {"mhc_seam_route", "T=16 H=5120 route=small-t", route_small_t16},
+    {"mhc_seam_route", "T=16 H=5120 route=tensor-core", route_tc_t16},
+    {"mhc_seam_route", "T=24 H=5120 route=small-t", route_small_t24},
+    {"mhc_seam_route", "T=24 H=5120 route=tensor-core", route_tc_t24},
+    {"mhc_seam_route", "T=32 H=5120 route=small-t", route_small_t32},
+    {"mhc_seam_route", "T=32 H=5120 route=tensor-core", route_tc_t32},
+    {"mhc_seam_route", "T=48 H=5120 route=small-t", route_small_t48},
+    {"mhc_seam_route", "T=48 H=5120 route=tensor-core", route_tc_t48},
+    {"mhc_seam_route", "T=64 H=5120 route=small-t", route_small_t64},
+    {"mhc_seam_route", "T=64 H=5120 route=tensor-core", route_tc_t64},
     {"mhc_post_sqrsum", "T=8192 H=5120", post_sqrsum_case},
-    {"mhc_collapse", "norm T=8192 H=5120", collapse_case},
+    {"mhc_collapse", "T=8192 H=5120 norm", collapse_case},
     {"mhc_gates", "T=8192 H=5120", gates_case},
 };
 const int bench_mhc_count = (int)(sizeof bench_mhc_cases / sizeof bench_mhc_cases[0]);

@@ -1,5 +1,5 @@
 /*
- * mHC: manifold-constrained hyper-connections (spec/mhc.md).
+ * mHC: manifold-constrained hyper-connections. Design notes and measurements: docs/mhc.md.
  *
  * The residual of DeepSeek-V4/V4.1 is hc_mult = 4 bf16 copies ("streams") of the hidden
  * state. Around every sublayer, a 24-wide fp32 projection of the flattened residual gives
@@ -59,7 +59,7 @@
  *                      rn = 1 / sqrtf(ss / H + norm_eps);  out = bf16((yb * rn) * w[h])
  * projection:          raw[m] = sum_k X[k] * fn[m][k],  sq = sum_k X[k]^2 over the slice
  *                      partials, summed in slice order 0..S-1; checked against fp64 with
- *                      |mix - ref| <= tol * rms * sum_k |X[k] fn[m][k]| (numerics.md 8).
+ *                      |mix - ref| <= tol * rms * sum_k |X[k] fn[m][k]| (Tolerances below).
  * RMS and gates:       rms = 1 / sqrtf(sq / numel + rms_eps), numel = 4H (H broadcast);
  *                      mix = raw * rms;  sigmoid(z) = 1 / (1 + expf(-z));
  *                      pre[j]  = sigmoid(fmaf(mix[j],   scale[0], base[j]))   + pre_eps
@@ -71,7 +71,7 @@
  *                      Every column of comb sums to 1 within ~1e-6.
  *
  * ---------------------------------------------------------------------------------
- * Projection routes (spec/mhc.md section 6; dsv4_mhc_plan reports the choice)
+ * Projection routes (dsv4_mhc_plan reports the choice)
  * ---------------------------------------------------------------------------------
  *   SMALL_T (auto for T < 16 when the geometry tiles H): ONE kernel launch whose grid
  *     holds the projection CTAs, geometry (tile_n, split_k, threads) = (6, H/256, 256)
@@ -79,12 +79,12 @@
  *     do; up to 5 tokens per CTA), plus one CTA per token for collapse/norm (V4.1 seam)
  *     and one per token for the gates, which polls the producers' tagged partials in
  *     the workspace (see dsv4_mhc_plan_t.workspace_bytes). fp32 FMA: tolerance 1e-5.
- *     (The spec's reference geometry is (6, 8, 128); (6, H/256, 256) issues each
- *     thread's loads at once instead of in five dependent rounds: docs/mhc.md.) In a
- *     seam it projects the bf16-rounded post-apply values, the stored R_new, like the
- *     tensor-core route (upstream projects the unrounded fp32 values, which puts its
- *     gates up to ~3e-3 from the unfused pipeline; the plan's unrounded_input says
- *     which). The routes differ only in summation order; R_new is identical on both.
+ *     One channel per thread and stream lets each thread issue all of its loads at
+ *     once (docs/mhc.md). In a seam it projects the bf16-rounded post-apply values,
+ *     the stored R_new, like the tensor-core route (projecting the unrounded fp32
+ *     values instead, as the model's reference kernel does, puts the gates up to ~3e-3
+ *     from the unfused pipeline; the plan's unrounded_input says which). The routes
+ *     differ only in summation order; R_new is identical on both.
  *   TENSOR_CORE (auto for T >= 16, or when no geometry tiles H): mma.sync.m16n8k16 on the
  *     bf16-rounded residual (the stored R_new in a seam) with fn split into two bf16
  *     terms, fn = hi + lo (hi = bf16(fn), lo = bf16(fn - hi), about 16 mantissa bits;
@@ -100,8 +100,10 @@
  *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per
  *   token).
  *
- * Gate tolerances (numerics.md section 8): pre, post and comb within 1e-5 absolute of an
- * fp64 evaluation fed the kernel's own mix; sqrsum relative error <= 1e-5.
+ * Tolerances (what tests/mhc checks; the table with the reasons is tests/mhc/mhc_test.h):
+ * mix as above with tol = 1e-5 on both routes; pre, post and comb within 1e-5 absolute of
+ * an fp64 evaluation fed the kernel's own mix; sqrsum relative error <= 1e-5; the
+ * RMS-normed layer input within 1 bf16 ulp; everything else bit-exact.
  */
 #ifndef DSV4_MHC_H
 #define DSV4_MHC_H
@@ -127,7 +129,7 @@ typedef enum dsv4_mhc_route {
     DSV4_MHC_ROUTE_TENSOR_CORE = 2 /* force the mma.sync kernel                               */
 } dsv4_mhc_route_t;
 
-/* Gate constants (spec/mhc.md section 2). No field has a default: pass the model's. */
+/* Gate constants. No field has a default: pass the model's (the two macros below). */
 typedef struct dsv4_mhc_gate_params {
     float rms_eps;          /* RMS scaling epsilon: 1e-6 (V4), 1e-20 (V4.1); finite, >= 0 */
     float pre_eps;          /* added after the pre sigmoid (hc_eps = 1e-6); finite, >= 0 */
@@ -149,8 +151,8 @@ typedef struct dsv4_mhc_plan {
     int32_t tokens_per_cta; /* tokens one projection CTA handles                             */
     int64_t ctas;           /* projection CTAs (SMALL_T's grid adds 2T or T more)           */
     int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
-                                rounding (upstream's small-T numerics); 0: the stored bf16
-                                values (this build, both routes)                            */
+                                rounding (the model reference's small-T numerics); 0: the
+                                stored bf16 values (this build, both routes)                */
     size_t workspace_bytes; /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
                                bytes, then fn's bf16 hi / lo split, 48 * K * 2 bytes (K =
                                4H, or H broadcast). SMALL_T: T * 4 * S records of 8 64-bit
@@ -166,7 +168,7 @@ dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, i
                             dsv4_mhc_plan_t *plan);
 
 /* ===================================================================================
- * dsv4_mhc_post: R_new = post (x) x + comb^T R, and optionally sqrsum (spec 3.6, 5.1).
+ * dsv4_mhc_post: R_new = post (x) x + comb^T R, and optionally sqrsum.
  * sqrsum[t] = sum over the 4H stored outputs of float(bf16)^2 (tolerance 1e-5 relative).
  * Workspace: none.
  * =================================================================================== */
@@ -194,7 +196,7 @@ dsv4_status_t dsv4_mhc_post(const dsv4_mhc_post_desc_t *desc, const dsv4_mhc_pos
 dsv4_status_t dsv4_mhc_post_ref(const dsv4_mhc_post_desc_t *desc, const dsv4_mhc_post_args_t *args);
 
 /* ===================================================================================
- * dsv4_mhc_collapse: out = [RMSNorm](bf16(sum_j p[j] R[j])), aux = stream mean (3.5, 3.7).
+ * dsv4_mhc_collapse: out = [RMSNorm](bf16(sum_j p[j] R[j])), aux = stream mean.
  * The V4.1 final collapse is this op with pre_mix = the last layer's FFN pre and the
  * final norm weight. Workspace: none.
  * =================================================================================== */
@@ -223,7 +225,7 @@ dsv4_status_t dsv4_mhc_collapse(const dsv4_mhc_collapse_desc_t *desc, const dsv4
 dsv4_status_t dsv4_mhc_collapse_ref(const dsv4_mhc_collapse_desc_t *desc, const dsv4_mhc_collapse_args_t *args);
 
 /* ===================================================================================
- * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual (3.1-3.4).
+ * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual.
  * broadcast = 1: residual is the embedding e [T, H], fn is fn_bcast [24, H], numel = H
  * (the first layer's 4 identical streams). Workspace: dsv4_mhc_gates_workspace_size.
  * =================================================================================== */
@@ -260,7 +262,7 @@ dsv4_status_t dsv4_mhc_gates(const dsv4_mhc_gates_desc_t *desc, const dsv4_mhc_g
 dsv4_status_t dsv4_mhc_gates_ref(const dsv4_mhc_gates_desc_t *desc, const dsv4_mhc_gates_args_t *args);
 
 /* ===================================================================================
- * dsv4_mhc_pre: gates of a residual plus the sublayer input (spec 5, 5.2, 4.3).
+ * dsv4_mhc_pre: gates of a residual plus the sublayer input.
  *   V4   (mhc_pre):          layer_input = norm(collapse(R, fresh pre)); pre_mix must be NULL.
  *   V4.1 (mhc_pre_delayed):  layer_input = norm(collapse(R, pre_mix or stream 0)); the fresh
  *                            pre is stored in `pre` as the next pre-mix.
@@ -310,7 +312,7 @@ dsv4_status_t dsv4_mhc_pre(const dsv4_mhc_pre_desc_t *desc, const dsv4_mhc_pre_a
 dsv4_status_t dsv4_mhc_pre_ref(const dsv4_mhc_pre_desc_t *desc, const dsv4_mhc_pre_args_t *args);
 
 /* ===================================================================================
- * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site (5.3).
+ * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site.
  *   residual_out = post (x) x + comb^T residual      (bit-identical to dsv4_mhc_post)
  *   post_out, comb_out, pre_out = gates(residual_out, the next site's fn/scale/base)
  *   V4.1 (mhc_fused_post_pre_delayed): layer_input = norm(collapse(residual_out, pre_mix

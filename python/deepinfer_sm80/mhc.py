@@ -5,9 +5,9 @@ Layouts: residual bf16 [T, 4, H] (the 4 streams of a token contiguous, any token
 first layer's broadcast input is the embedding bf16 [T, H]; x, layer_input, aux bf16 [T, H]; post
 fp32 [T, 4] (or [T, 4, 1]); comb fp32 [T, 4, 4]; pre, pre_mix fp32 [T, 4]; mix fp32 [T, 24];
 sqrsum fp32 [T]; fn fp32 [24, 4H] (fn_bcast [24, H]); scale fp32 [3]; base fp32 [24];
-norm_weight bf16 [H]. Gate constants default to the model's (spec/mhc.md section 2): V4.1
-rms_eps 1e-20, V4 1e-6, pre/sinkhorn eps 1e-6, post_mult 2, 20 Sinkhorn iterations; norm_eps
-defaults to the variant's rms_norm_eps (1e-20 V4.1, 1e-6 V4).
+norm_weight bf16 [H]. Gate constants default to the model's (DSV4_MHC_GATE_PARAMS_V41 / _V4 in
+include/dsv4/mhc.h): V4.1 rms_eps 1e-20, V4 1e-6, pre/sinkhorn eps 1e-6, post_mult 2, 20 Sinkhorn
+iterations; norm_eps defaults to the variant's rms_norm_eps (1e-20 V4.1, 1e-6 V4).
 """
 import ctypes
 

@@ -1,4 +1,4 @@
-"""mHC on the host path against the numpy model of spec/mhc.md: post and collapse bit-exact
+"""mHC on the host path against the numpy models of spec_model.py: post and collapse bit-exact
 (fmaf order), aux, fn_bcast and fn_split bit-exact, norms within 1 bf16 ulp, projection within
 1e-5 * rms * sum|X fn|, gates within 1e-5 of a float64 epilogue fed the reference's mix."""
 import numpy as np

@@ -25,10 +25,10 @@ dsv4_status_t dsv4_mhc_collapse_workspace_size(const dsv4_mhc_collapse_desc_t *d
 
 typedef struct {
     int64_t rs, os, as;
-} collapse_strides_t;
+} mhc_collapse_strides_t;
 
-static dsv4_status_t setup(const dsv4_mhc_collapse_desc_t *d, const dsv4_mhc_collapse_args_t *a, int run,
-                           collapse_strides_t *st) {
+static dsv4_status_t mhc_collapse_setup(const dsv4_mhc_collapse_desc_t *d, const dsv4_mhc_collapse_args_t *a, int run,
+                                        mhc_collapse_strides_t *st) {
     DSV4_TRY(dsv4_mhc_collapse_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     const int64_t T = d->tokens, H = d->hidden;
@@ -47,8 +47,8 @@ static dsv4_status_t setup(const dsv4_mhc_collapse_desc_t *d, const dsv4_mhc_col
 
 dsv4_status_t dsv4_mhc_collapse(const dsv4_mhc_collapse_desc_t *desc, const dsv4_mhc_collapse_args_t *args,
                                 void *workspace, size_t workspace_bytes, dsv4_stream_t stream) {
-    collapse_strides_t st;
-    DSV4_TRY(setup(desc, args, 1, &st));
+    mhc_collapse_strides_t st;
+    DSV4_TRY(mhc_collapse_setup(desc, args, 1, &st));
     (void)workspace;
     (void)workspace_bytes;
     DSV4_TRY(dsv4_check_stream(op, stream));
@@ -58,8 +58,8 @@ dsv4_status_t dsv4_mhc_collapse(const dsv4_mhc_collapse_desc_t *desc, const dsv4
 }
 
 dsv4_status_t dsv4_mhc_collapse_ref(const dsv4_mhc_collapse_desc_t *desc, const dsv4_mhc_collapse_args_t *args) {
-    collapse_strides_t st;
-    DSV4_TRY(setup(desc, args, 0, &st));
+    mhc_collapse_strides_t st;
+    DSV4_TRY(mhc_collapse_setup(desc, args, 0, &st));
     for (int64_t t = 0; t < desc->tokens; ++t)
         mhc_collapse_ref_token(args->residual + t * st.rs, desc->hidden, args->pre_mix ? args->pre_mix + 4 * t : NULL,
                                args->norm_weight, desc->norm_eps, desc->variant == DSV4_MHC_V41, args->out + t * st.os,

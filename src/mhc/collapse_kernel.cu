@@ -1,5 +1,5 @@
 /*
- * mhc_collapse (spec/mhc.md 3.5, 3.7): the sublayer input / the V4.1 final collapse.
+ * mhc_collapse: the sublayer input, and the V4.1 final collapse.
  *   yb[h]  = bf16(y),  y = p0*R0; y = fma(p_j, R_j, y), j = 1..3   (p = NULL: y = R0)
  *   out[h] = yb, or with a norm weight bf16((yb * rn) * w[h]), rn = 1/sqrt(ss/H + eps),
  *            ss = sum yb^2 (V4.1) or sum y^2 (V4)

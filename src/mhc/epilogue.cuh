@@ -1,6 +1,6 @@
 /*
- * The gates epilogue (spec/mhc.md 3.2-3.5, 6.4), in the forms the routes use, all running
- * the same operations in the same order:
+ * The gates epilogue, in the forms the routes use, all running the same operations in the
+ * same order:
  *
  *   raw[m] = sum_{s = 0..S-1} raw_part[s][t][m]   (serially, in slice order)
  *   sq     = sqrsum_in[t] if given, else sum_s sq_part[s][t] (slice order)
@@ -10,18 +10,18 @@
  *   IMMEDIATE (V4):   layer_input = [norm](collapse(row, fresh pre)), aux, from the row the
  *                     pipeline names (R_new, R or the broadcast copy)
  *
- * mhc_epilogue_token (the small-T gate CTAs and the V4 K2; one token per CTA): all threads
- * stage the S x 25 partials in shared memory (all loads in flight together), threads
- * 0..24 sum them in slice order; warp 0 evaluates the gates (lanes 0..7 sigmoids, lanes
- * e = lane & 15 one Sinkhorn element each, width-16 shuffles); in V4 all warps then
- * collapse the row with the pre (the row waits in dynamic shared memory, 2H bytes, for
- * the norm's second pass).
- * The tensor-core K2 of the gates op and of V4.1 (epilogue_kernel.cu, session 4's v10)
- * splits the roles: gate CTAs of MHC_EPI_TPC tokens, one warp each, which stages its
- * token's partials by cp.async and sums them in slice order (mhc_gate_warps), and for
- * V4.1 with a norm weight one norm CTA per token (mhc_norm_token). The earlier one-token
- * CTA did both, so it lived as long as its Sinkhorn chain while its other warps walked the
- * row one dependent round trip per vector.
+ * mhc_epilogue_token (the small-T gate CTAs and mhc_epilogue_immediate_kernel; one token
+ * per CTA): all threads stage the S x 25 partials in shared memory (all loads in flight
+ * together), threads 0..24 sum them in slice order; warp 0 evaluates the gates (lanes
+ * 0..7 sigmoids, lanes e = lane & 15 one Sinkhorn element each, width-16 shuffles); in V4
+ * all warps then collapse the row with the pre (the row waits in dynamic shared memory,
+ * 2H bytes, for the norm's second pass).
+ * On the tensor-core route the gates op and V4.1 (mhc_epilogue_kernel, epilogue_kernel.cu)
+ * give the roles to different CTAs: gate CTAs of MHC_EPI_TPC tokens, one warp each, which
+ * stages its token's partials by cp.async and sums them in slice order (mhc_gate_warps),
+ * and for V4.1 with a norm weight one norm CTA per token (mhc_norm_token): a CTA doing
+ * both would live as long as its Sinkhorn chain while its other warps walked the row one
+ * dependent round trip per vector.
  * Numerics: fp32; IEEE sqrt and divisions; expf (not bit-exact with the C library's,
  * hence the 1e-5 tolerance on gates); bf16 outputs through mhc_pack2.
  */
@@ -38,9 +38,9 @@ struct mhc_epi_smem {
     float raw[24], sq, pre[4], red[33];
 };
 
-/* Stages token t's S x 26 partials in sm.part, CH loads in flight per thread per round: a
- * loop with one load per trip kept each load waiting on the previous one (S = 40 at
- * T = 16..64: ~8 dependent L2 round trips before the gates could start; now 2). */
+/* Stages token t's S x 26 partials in sm.part, CH loads in flight per thread per round, so
+ * that at S = 40 (T = 16..64) the gates wait ~2 dependent L2 round trips instead of the ~8
+ * of a loop with one load per trip. */
 static __device__ __forceinline__ void mhc_epi_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     constexpr int CH = 4; /* 4 x 128 threads = 512 partials, S <= 19, per round */
     const int64_t T = p.T;
@@ -99,9 +99,9 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     }
 }
 
-/* Gate CTA of the split K2: warp w evaluates the gates of token t0 + w (GATES and DELAYED;
- * the same operations and order as mhc_epilogue_token). `stage` is the split K2's dynamic
- * shared memory (MHC_EPI_SPLIT_SMEM; a norm CTA uses its first S floats for the ss
+/* Gate CTA of mhc_epilogue_kernel: warp w evaluates the gates of token t0 + w (GATES and
+ * DELAYED; the same operations and order as mhc_epilogue_token). `stage` is that kernel's
+ * dynamic shared memory (MHC_EPI_STAGE_SMEM; a norm CTA uses its first S floats for the ss
  * partials): the partials arrive by cp.async, all in flight without holding registers. */
 static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64_t t0, float *stage) {
     __shared__ float s_raw[MHC_EPI_TPC][25];
@@ -133,7 +133,7 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
                    p.mix_out ? p.mix_out + 24 * t : nullptr, nullptr);
 }
 
-/* Norm CTA of the split K2 (V4.1 with a norm weight): layer_input[t] = bf16((yb * rn) * w)
+/* Norm CTA of mhc_epilogue_kernel (V4.1 with a norm weight): layer_input[t] = bf16((yb * rn) * w)
  * in place, rn from the ss partials summed in slice order. The first batch of the row is
  * loaded before rn is known, so its round trip overlaps the partials'. */
 static __device__ __forceinline__ void mhc_norm_token(const mhc_pipe_t &p, int64_t t, float *stage) {

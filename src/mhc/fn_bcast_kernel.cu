@@ -1,5 +1,5 @@
 /*
- * fn_bcast[m][h] = ((fn[m][h] + fn[m][H + h]) + fn[m][2H + h]) + fn[m][3H + h]  (spec 4.3)
+ * fn_bcast[m][h] = ((fn[m][h] + fn[m][H + h]) + fn[m][2H + h]) + fn[m][3H + h]
  *
  * One thread per 4 consecutive outputs (float4 in, float4 out), 256 threads per CTA,
  * 24 * H / 4 threads in all. Runs once after the weights are loaded. fp32 adds in

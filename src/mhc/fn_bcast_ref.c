@@ -1,4 +1,4 @@
-/* CPU reference of dsv4_mhc_fn_bcast: four fp32 adds in stream order 0..3 (spec 4.3). */
+/* CPU reference of dsv4_mhc_fn_bcast: four fp32 adds in stream order 0..3. */
 #include "common/error.h"
 #include "mhc/mhc_host.h"
 

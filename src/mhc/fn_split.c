@@ -1,4 +1,4 @@
-/* dsv4_mhc_fn_split: host side (validate, launch K0 of the tensor-core route, proj_tc_kernel.cu). */
+/* dsv4_mhc_fn_split: host side (validate, launch the tensor-core route's fn split, proj_tc_kernel.cu). */
 #include "common/error.h"
 #include "mhc/gates_config.h"
 #include "mhc/mhc_host.h"

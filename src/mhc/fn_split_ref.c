@@ -1,5 +1,5 @@
 /* CPU reference of dsv4_mhc_fn_split: hi = bf16(fn), lo = bf16(fn - hi) with one fp32
- * subtraction, as K0 (mhc_fn_split_kernel) computes them. */
+ * subtraction, as mhc_fn_split_kernel computes them. */
 #include "common/error.h"
 #include "dsv4/numerics.h"
 #include "mhc/mhc_host.h"

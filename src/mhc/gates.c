@@ -1,6 +1,6 @@
 /*
- * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual (spec 3.1-3.4), or
- * of the first layer's embedding with fn_bcast. Host side: validate, plan, launch.
+ * dsv4_mhc_gates: projection + RMS + gates + Sinkhorn of a residual, or of the first
+ * layer's embedding with fn_bcast. Host side: validate, plan, launch.
  */
 #include <string.h>
 
@@ -30,7 +30,8 @@ dsv4_status_t dsv4_mhc_gates_workspace_size(const dsv4_mhc_gates_desc_t *d, size
     return DSV4_STATUS_SUCCESS;
 }
 
-static dsv4_status_t setup(const dsv4_mhc_gates_desc_t *d, const dsv4_mhc_gates_args_t *a, int run, mhc_pipe_t *p) {
+static dsv4_status_t mhc_gates_setup(const dsv4_mhc_gates_desc_t *d, const dsv4_mhc_gates_args_t *a, int run,
+                                     mhc_pipe_t *p) {
     DSV4_TRY(dsv4_mhc_gates_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     memset(p, 0, sizeof *p);
@@ -48,7 +49,7 @@ static dsv4_status_t setup(const dsv4_mhc_gates_desc_t *d, const dsv4_mhc_gates_
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->sqrsum_in = a->sqrsum;
     p->post_out = a->post;
     p->comb_out = a->comb;
@@ -65,13 +66,13 @@ static dsv4_status_t setup(const dsv4_mhc_gates_desc_t *d, const dsv4_mhc_gates_
 dsv4_status_t dsv4_mhc_gates(const dsv4_mhc_gates_desc_t *desc, const dsv4_mhc_gates_args_t *args, void *workspace,
                              size_t workspace_bytes, dsv4_stream_t stream) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 1, &p));
+    DSV4_TRY(mhc_gates_setup(desc, args, 1, &p));
     return mhc_pipe_launch(op, &p, workspace, workspace_bytes, stream);
 }
 
 dsv4_status_t dsv4_mhc_gates_ref(const dsv4_mhc_gates_desc_t *desc, const dsv4_mhc_gates_args_t *args) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 0, &p));
+    DSV4_TRY(mhc_gates_setup(desc, args, 0, &p));
     if (p.T) mhc_pipe_ref_run(&p);
     return DSV4_STATUS_SUCCESS;
 }

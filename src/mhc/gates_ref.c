@@ -1,12 +1,12 @@
 /*
- * CPU reference of the gates pipeline (spec 3.1-3.5, 5.2, 5.3), shared by
- * dsv4_mhc_gates_ref, dsv4_mhc_pre_ref and dsv4_mhc_seam_ref.
+ * CPU reference of the gates pipeline, shared by dsv4_mhc_gates_ref, dsv4_mhc_pre_ref and
+ * dsv4_mhc_seam_ref.
  *
  * Per token: the producer values (post-apply in the contract's fmaf order, the residual,
  * or the broadcast embedding) and their stored bf16 copies; the projection in double
  * over what the planned route reads (the stored bf16 values, or with
  * plan.unrounded_input the fp32 post-apply values), rounded once to fp32; then RMS, gates and
- * Sinkhorn in fp32 in the spec's order (true divisions, sums in index order 0..3);
+ * Sinkhorn in fp32 in the order include/dsv4/mhc.h fixes (true divisions, sums in index order 0..3);
  * then the collapse (collapse_ref.c) with the incoming pre-mix (V4.1) or the fresh
  * pre (V4).
  */
@@ -16,9 +16,9 @@
 #include "dsv4/numerics.h"
 #include "mhc/mhc_host.h"
 
-static float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+static float mhc_ref_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
-static void sinkhorn(const float L[16], float eps, int iters, float C[16]) {
+static void mhc_ref_sinkhorn(const float L[16], float eps, int iters, float C[16]) {
     for (int j = 0; j < 4; ++j) {
         const float *l = L + 4 * j;
         const float mx = fmaxf(fmaxf(fmaxf(l[0], l[1]), l[2]), l[3]);
@@ -51,17 +51,17 @@ void mhc_gates_ref_token(const float raw[24], float sq, float numel, const float
         if (mix) mix[i] = m[i];
     }
     for (int j = 0; j < 4; ++j) {
-        const float pj = sigmoid(fmaf(m[j], scale[0], base[j])) + g->pre_eps;
+        const float pj = mhc_ref_sigmoid(fmaf(m[j], scale[0], base[j])) + g->pre_eps;
         if (pre) pre[j] = pj;
-        post[j] = sigmoid(fmaf(m[4 + j], scale[1], base[4 + j])) * g->post_mult;
+        post[j] = mhc_ref_sigmoid(fmaf(m[4 + j], scale[1], base[4 + j])) * g->post_mult;
     }
     for (int e = 0; e < 16; ++e) L[e] = fmaf(m[8 + e], scale[2], base[8 + e]);
-    sinkhorn(L, g->sinkhorn_eps, g->sinkhorn_iters, comb);
+    mhc_ref_sinkhorn(L, g->sinkhorn_eps, g->sinkhorn_iters, comb);
 }
 
 /* The producer's value of stream s at channel h: r (fp32, what the small-T route
  * projects) and its stored bf16 bits rb. */
-static void produce(const mhc_pipe_t *p, int64_t t, int64_t h, float r[4], uint16_t rb[4]) {
+static void mhc_ref_produce(const mhc_pipe_t *p, int64_t t, int64_t h, float r[4], uint16_t rb[4]) {
     const int64_t H = p->H;
     const uint16_t *R = p->res + t * p->res_stride;
     if (p->prod == MHC_PROD_POST) {
@@ -93,7 +93,7 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p) {
         for (int64_t h = 0; h < H; ++h) {
             float r[4];
             uint16_t rb[4];
-            produce(p, t, h, r, rb);
+            mhc_ref_produce(p, t, h, r, rb);
             if (out && p->prod != MHC_PROD_RES)
                 for (int s = 0; s < 4; ++s) out[s * H + h] = rb[s];
             for (int s = 0; s < ns; ++s) {

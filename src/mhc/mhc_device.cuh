@@ -3,21 +3,21 @@
  * collapse, gates) and the fused ones (pre, seams), so that every path runs the same
  * fp32 operations in the same order:
  *
- *   mhc_post_channel     acc = post[k]*x; acc = fma(comb[j][k], R_j, acc), j = 0..3 (spec 3.6)
- *   mhc_collapse_channel y = p0*R0; y = fma(p_j, R_j, y), j = 1..3             (spec 3.5)
+ *   mhc_post_channel     acc = post[k]*x; acc = fma(comb[j][k], R_j, acc), j = 0..3
+ *   mhc_collapse_channel y = p0*R0; y = fma(p_j, R_j, y), j = 1..3
  *   mhc_aux_channel      (((R0 + R1) + R2) + R3) * 0.25
  *   mhc_inv_rms          1 / sqrt(sum / n + eps), IEEE sqrt and division (bit-equal to
  *                        the C reference given the same sum)
  *   mhc_gates_warp       RMS scaling, pre/post sigmoids and the 20-step Sinkhorn of one
- *                        token in one warp (spec 3.2-3.4)
+ *                        token in one warp
  *   mhc_collapse_row     one token's collapse, aux and RMSNorm across a CTA, from a stored
  *                        row or from one produced on the way (post-apply, broadcast)
  *   mhc_norm_row         the second pass of the RMSNorm over a stored bf16 row
  *
- * Every operation whose order the spec fixes is written with __fmul_rn / __fmaf_rn /
- * __fadd_rn / __fdiv_rn so that nvcc cannot contract or reorder it; the C reference uses
- * the same fmaf form. bf16 rounding is cvt.rn.bf16x2.f32 (mhc_pack2), which gives the bits
- * of dsv4_f32_to_bf16 (numerics.h), the reference's converter.
+ * Every operation whose order include/dsv4/mhc.h fixes is written with __fmul_rn /
+ * __fmaf_rn / __fadd_rn / __fdiv_rn so that nvcc cannot contract or reorder it; the C
+ * reference uses the same fmaf form. bf16 rounding is cvt.rn.bf16x2.f32 (mhc_pack2), which
+ * gives the bits of dsv4_f32_to_bf16 (numerics.h), the reference's converter.
  */
 #ifndef DSV4_MHC_DEVICE_CUH
 #define DSV4_MHC_DEVICE_CUH
@@ -203,7 +203,7 @@ static __device__ __forceinline__ float mhc_block_sum(float v, float *red) {
     return red[32];
 }
 
-/* ---- gates + Sinkhorn of one token in one warp (spec 3.2-3.4) ----------------------------- */
+/* ---- gates + Sinkhorn of one token in one warp ------------------------------------------- */
 static __device__ __forceinline__ float mhc_sigmoid(float z) {
     return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
 }
@@ -225,7 +225,7 @@ static __device__ __forceinline__ float mhc_col_sum(float c, int k) {
 }
 
 /* Sinkhorn's first step on lane e's element: the row softmax of the logits, then + eps
- * (spec 3.4; the column normalisation follows). */
+ * (the column normalisation follows). */
 static __device__ __forceinline__ float mhc_sinkhorn_softmax(float L, int e, float eps) {
     const int j = e >> 2;
     const float l0 = __shfl_sync(MHC_FULL_MASK, L, 4 * j, 16), l1 = __shfl_sync(MHC_FULL_MASK, L, 4 * j + 1, 16);
@@ -297,27 +297,27 @@ static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq
 /* ---- RMSNorm of a stored bf16 row (second pass) ------------------------------------------ */
 /* out[v] = bf16((yb * rn) * w) for the 8-channel vectors v = first, first + step, ...
  * in batches of MHC_NORM_BATCH vectors per thread, each loaded before any of it is
- * stored: out may be yb (the tensor-core K2 normalises the layer input in place), and
- * with a store between two loads each load waited for the one before (v7: 7 dependent
- * DRAM round trips per thread at H = 5120). A struct, so that the K2 norm CTA can load
- * its first batch before it knows rn. 5 x 128 threads = 640 vectors: H = 5120 in one. */
+ * stored: out may be yb (the tensor-core epilogue normalises the layer input in place),
+ * and with a store between two loads each load would wait for the one before (7 dependent
+ * DRAM round trips per thread at H = 5120). A struct, so that the epilogue's norm CTA can
+ * load its first batch before it knows rn. 5 x 128 threads = 640 vectors: H = 5120 in one. */
 #define MHC_NORM_BATCH 5
 struct mhc_norm_batch {
     uint4 y[MHC_NORM_BATCH], w[MHC_NORM_BATCH];
 };
-static __device__ __forceinline__ void mhc_norm_load(const uint4 *yb, const uint4 *w, int64_t nv, int64_t v0,
+static __device__ __forceinline__ void mhc_norm_load(const uint4 *yb, const uint4 *w, int64_t nv, int64_t vb,
                                                      int64_t step, mhc_norm_batch &b) {
 #pragma unroll
     for (int i = 0; i < MHC_NORM_BATCH; ++i) {
-        const int64_t v = v0 + i * step;
+        const int64_t v = vb + i * step;
         if (v < nv) b.y[i] = yb[v], b.w[i] = __ldg(&w[v]);
     }
 }
 static __device__ __forceinline__ void mhc_norm_store(const mhc_norm_batch &b, float rn, uint4 *out, int64_t nv,
-                                                      int64_t v0, int64_t step) {
+                                                      int64_t vb, int64_t step) {
 #pragma unroll
     for (int i = 0; i < MHC_NORM_BATCH; ++i) {
-        const int64_t v = v0 + i * step;
+        const int64_t v = vb + i * step;
         if (v >= nv) break;
         float yf[8], wf[8], o[8];
         mhc_unpack8(b.y[i], yf);
@@ -329,10 +329,10 @@ static __device__ __forceinline__ void mhc_norm_store(const mhc_norm_batch &b, f
 }
 static __device__ __forceinline__ void mhc_norm_row(const uint4 *yb, const uint4 *w, float rn, uint4 *out, int64_t nv,
                                                     int64_t first, int64_t step) {
-    for (int64_t v0 = first; v0 < nv; v0 += MHC_NORM_BATCH * step) {
+    for (int64_t vb = first; vb < nv; vb += MHC_NORM_BATCH * step) {
         mhc_norm_batch b;
-        mhc_norm_load(yb, w, nv, v0, step, b);
-        mhc_norm_store(b, rn, out, nv, v0, step);
+        mhc_norm_load(yb, w, nv, vb, step, b);
+        mhc_norm_store(b, rn, out, nv, vb, step);
     }
 }
 

@@ -3,17 +3,19 @@
  * gates, pre and seam operators, their kernels and their CPU reference), the checks
  * every operator's host side runs, and the launchers the .cu files export.
  *
- * A pipeline is, on the tensor-core route, K1 (the projection kernel) followed by K2 (the
- * epilogue, one CTA per token), and on the small-T route one kernel that does both
- * (small_t_kernel.cu). The "producer" decides what the projection reads:
+ * A pipeline is, on the tensor-core route, the projection pass (proj_tc_kernel.cu) followed
+ * by the gates epilogue (epilogue_kernel.cu), and on the small-T route one kernel that does
+ * both (small_t_kernel.cu). The "producer" decides what the projection reads:
  *   MHC_PROD_POST   the post-apply of x, R, post, comb (seams); stores R_new
  *   MHC_PROD_RES    the residual itself (gates, pre)
  *   MHC_PROD_BCAST  the embedding e [T, H] with fn_bcast (first layer); stores 4 copies
- * and K2's mode what follows the gates:
+ * and the epilogue's mode what follows the gates:
  *   MHC_EPI_GATES      nothing
- *   MHC_EPI_DELAYED    V4.1: K1 already wrote the un-normed collapse (with the incoming
- *                      pre-mix) and its sum-of-squares partials; K2 normalises in place
- *   MHC_EPI_IMMEDIATE  V4: K2 collapses the row with the fresh pre, then normalises
+ *   MHC_EPI_DELAYED    V4.1: the projection pass already wrote the un-normed collapse (with
+ *                      the incoming pre-mix) and its sum-of-squares partials; the epilogue
+ *                      normalises in place
+ *   MHC_EPI_IMMEDIATE  V4: the epilogue collapses the row with the fresh pre, then
+ *                      normalises
  */
 #ifndef DSV4_MHC_HOST_H
 #define DSV4_MHC_HOST_H
@@ -33,13 +35,13 @@ enum { MHC_EPI_GATES = 0, MHC_EPI_DELAYED = 1, MHC_EPI_IMMEDIATE = 2 };
 typedef struct mhc_pipe {
     int64_t T, H;
     int32_t prod, epi;
-    int32_t collapse_k1; /* K1 writes the un-normed collapse + ss partials (DELAYED)   */
+    int32_t proj_collapse; /* the projection pass writes the un-normed collapse + ss partials */
     int32_t sq_rounded;  /* the norm squares the rounded collapse (V4.1) or fp32 y (V4) */
     int64_t rms_numel;   /* 4H, or H for the broadcast projection                    */
     dsv4_mhc_plan_t plan;
     dsv4_mhc_gate_params_t gate;
     float norm_eps;
-    /* K1 inputs (strides in elements between tokens) */
+    /* projection inputs (strides in elements between tokens) */
     const uint16_t *x;
     int64_t x_stride;
     const uint16_t *res; /* R [T,4,H], or e [T,H] for BCAST */
@@ -62,9 +64,10 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws; /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
                   small-T records of tagged partials (gates_config.h) */
-    const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn K1 reads, [48][K]:
-                              the call's fn_split (set up with the inputs), or NULL and then
-                              K0's split in the workspace (set by mhc_pipe_launch) */
+    const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn the projection
+                              pass reads, [48][K]: the call's fn_split (set up with the
+                              inputs), or NULL and then the fn split's rows in the workspace
+                              (set by mhc_pipe_launch) */
 } mhc_pipe_t;
 
 /* ---- checks (each names the operator, the field and the value) ----------------------- */
@@ -117,8 +120,9 @@ dsv4_status_t mhc_plan_pipe(const char *op, mhc_pipe_t *p, int32_t route);
 /* The tensor-core kernel addresses token rows as base + a 32-bit element offset: a tensor
  * whose last element lies past 2^32 - 1 is refused (DSV4_STATUS_UNSUPPORTED). */
 dsv4_status_t mhc_check_tc_offsets(const char *op, const mhc_pipe_t *p);
-/* Checks the workspace against the plan, then enqueues the small-T kernel, or K0 (unless
- * p->fn_hl is given: the call's fn_split), K1 and K2. */
+/* Checks the workspace against the plan, then enqueues the small-T kernel, or the fn split
+ * (unless p->fn_hl is given: the call's fn_split), the projection pass and the gates
+ * epilogue. */
 dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws_bytes, dsv4_stream_t stream);
 
 /* ---- CPU reference building blocks (gates_ref.c, collapse_ref.c) ----------------------- */
@@ -141,11 +145,12 @@ void mhc_pipe_ref_run(const mhc_pipe_t *p);
 
 /* ---- launchers (the .cu files) ---------------------------------------------------------- */
 dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* K1; it reads fn's split at p->fn_hl (the caller's fn_split, or K0's, which
- * mhc_pipe_launch launches first). */
+/* The projection pass; it reads fn's split at p->fn_hl (the caller's fn_split, or the fn
+ * split's rows, which mhc_pipe_launch launches first). */
 dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
-/* K0: fn [24][K] fp32 -> hl [48][K] bf16 (rows 0..23 hi, 24..47 lo); both 16-byte aligned. */
+/* The fn split: fn [24][K] fp32 -> hl [48][K] bf16 (rows 0..23 hi, 24..47 lo); both 16-byte aligned. */
 dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream);
+/* The gates epilogue of the tensor-core route. */
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
                               int64_t ros, dsv4_stream_t stream);

@@ -2,8 +2,9 @@
  * The gates pipeline shared by dsv4_mhc_gates, dsv4_mhc_pre and dsv4_mhc_seam: the
  * pointer checks every variant has (and those pre and seam share for the collapse), the
  * tensor-core route's offset limit, and the launches on the caller's stream: the one
- * small-T kernel, or the tensor-core projection followed by the epilogue (K1, K2),
- * preceded by K0 (fn's hi / lo split into the workspace) unless the call passes fn_split.
+ * small-T kernel, or the tensor-core projection pass followed by the gates epilogue,
+ * preceded by the fn split (fn's hi / lo rows into the workspace) unless the call passes
+ * fn_split.
  */
 #include <stdint.h>
 
@@ -64,7 +65,7 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     p->ws = (float *)ws;
     if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
     DSV4_TRY(mhc_check_tc_offsets(op, p));
-    /* K1's B operand: the caller's pre-split fn, or K0's split of fn into the workspace */
+    /* the projection pass's B operand: the caller's pre-split fn, or fn split into the workspace now */
     if (!p->fn_hl) {
         uint16_t *hl = (uint16_t *)((char *)ws + mhc_fn_hl_offset(&p->plan, p->T));
         DSV4_TRY(mhc_launch_fn_split(p->fn, hl, MHC_FN_K(p->prod == MHC_PROD_BCAST, p->H), stream));

@@ -1,7 +1,7 @@
 /*
  * The projection planner: route (small-T CUDA-core or tensor-core), split count S and
  * geometry, as a pure function of (T, H, broadcast, requested route). Host only, so the
- * routing table of spec/mhc.md section 6.1 is tested without a GPU.
+ * routing table (include/dsv4/mhc.h, Projection routes) is tested without a GPU.
  */
 #include <string.h>
 
@@ -10,13 +10,13 @@
 #include "mhc/mhc_host.h"
 
 /* The small-T geometry has no remainder handling: H must split into slices of one channel
- * per thread (spec 6.2). Same rule for the broadcast projection (K = H). */
-static int small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
+ * per thread. Same rule for the broadcast projection (K = H). */
+static int mhc_small_tiles(int64_t H) { return H % MHC_SMALL_THREADS == 0; }
 
 /* Smallest divisor S of nchunks with nblk * S >= MHC_TC_TARGET_CTAS and at most
  * MHC_TC_MAX_CHUNKS_PER_CTA chunks per slice, S <= MHC_TC_MAX_SPLIT; else the largest
  * divisor <= MHC_TC_MAX_SPLIT. */
-static int tc_splits(int64_t nchunks, int64_t nblk) {
+static int mhc_tc_splits(int64_t nchunks, int64_t nblk) {
     int best = 1;
     for (int s = 1; s <= MHC_TC_MAX_SPLIT && s <= nchunks; ++s) {
         if (nchunks % s) continue;
@@ -37,7 +37,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     memset(pl, 0, sizeof *pl);
     int use_small;
     if (route == DSV4_MHC_ROUTE_SMALL_T) {
-        if (!small_tiles(H))
+        if (!mhc_small_tiles(H))
             return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
                              "route SMALL_T needs hidden %% %d == 0 (geometry tile_n %d, split_k hidden / %d, %d "
                              "threads); hidden = %lld does not tile, use AUTO or TENSOR_CORE",
@@ -46,7 +46,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE) {
         use_small = 0;
     } else {
-        use_small = small_tiles(H) && T <= MHC_SMALL_T_MAX_TOKENS;
+        use_small = mhc_small_tiles(H) && T <= MHC_SMALL_T_MAX_TOKENS;
     }
     if (use_small) {
         int64_t tpc = MHC_SMALL_TPC(T);
@@ -61,7 +61,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         int64_t nchunks = H / MHC_TC_CHUNK_CHANNELS(broadcast);
         int64_t nblk = (T + MHC_TC_BM - 1) / MHC_TC_BM;
         pl->route = DSV4_MHC_ROUTE_TENSOR_CORE;
-        pl->splits = tc_splits(nchunks, nblk);
+        pl->splits = mhc_tc_splits(nchunks, nblk);
         pl->tile_n = 24;
         pl->threads = MHC_TC_THREADS;
         pl->tokens_per_cta = MHC_TC_BM;

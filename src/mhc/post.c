@@ -25,10 +25,10 @@ dsv4_status_t dsv4_mhc_post_workspace_size(const dsv4_mhc_post_desc_t *d, size_t
 
 typedef struct {
     int64_t xs, rs, ros;
-} post_strides_t;
+} mhc_post_strides_t;
 
-static dsv4_status_t setup(const dsv4_mhc_post_desc_t *d, const dsv4_mhc_post_args_t *a, int run,
-                           post_strides_t *st) {
+static dsv4_status_t mhc_post_setup(const dsv4_mhc_post_desc_t *d, const dsv4_mhc_post_args_t *a, int run,
+                                    mhc_post_strides_t *st) {
     DSV4_TRY(dsv4_mhc_post_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     const int64_t T = d->tokens, H = d->hidden;
@@ -48,8 +48,8 @@ static dsv4_status_t setup(const dsv4_mhc_post_desc_t *d, const dsv4_mhc_post_ar
 
 dsv4_status_t dsv4_mhc_post(const dsv4_mhc_post_desc_t *desc, const dsv4_mhc_post_args_t *args, void *workspace,
                             size_t workspace_bytes, dsv4_stream_t stream) {
-    post_strides_t st;
-    DSV4_TRY(setup(desc, args, 1, &st));
+    mhc_post_strides_t st;
+    DSV4_TRY(mhc_post_setup(desc, args, 1, &st));
     (void)workspace;
     (void)workspace_bytes;
     DSV4_TRY(dsv4_check_stream(op, stream));
@@ -58,8 +58,8 @@ dsv4_status_t dsv4_mhc_post(const dsv4_mhc_post_desc_t *desc, const dsv4_mhc_pos
 }
 
 dsv4_status_t dsv4_mhc_post_ref(const dsv4_mhc_post_desc_t *desc, const dsv4_mhc_post_args_t *args) {
-    post_strides_t st;
-    DSV4_TRY(setup(desc, args, 0, &st));
+    mhc_post_strides_t st;
+    DSV4_TRY(mhc_post_setup(desc, args, 0, &st));
     mhc_post_ref_run(args, desc->tokens, desc->hidden, st.xs, st.rs, st.ros);
     return DSV4_STATUS_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /*
- * mhc_post and mhc_post_with_sqrsum (spec/mhc.md 3.6, 5.1):
+ * mhc_post and mhc_post_with_sqrsum:
  *   R_new[t][k][h] = bf16(post_channel(post[t], comb[t], x[t][h], R[t][0..3][h]))
  *   sqrsum[t]      = sum over the 4H stored values of float(bf16)^2       (optional)
  *
@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(MHC_POST_THREADS)
 }
 
 template <bool SQ>
-static dsv4_status_t launch(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs, int64_t ros,
-                            cudaStream_t s) {
+static dsv4_status_t mhc_launch_post_sq(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
+                                        int64_t ros, cudaStream_t s) {
     static const char *op = "mhc_post";
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_post_kernel<SQ>, 0, &smem_cache));
@@ -50,5 +50,6 @@ static dsv4_status_t launch(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H,
 extern "C" dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
                                          int64_t ros, dsv4_stream_t stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    return a->sqrsum ? launch<true>(a, T, H, xs, rs, ros, s) : launch<false>(a, T, H, xs, rs, ros, s);
+    return a->sqrsum ? mhc_launch_post_sq<true>(a, T, H, xs, rs, ros, s)
+                     : mhc_launch_post_sq<false>(a, T, H, xs, rs, ros, s);
 }

@@ -1,4 +1,4 @@
-/* CPU reference of dsv4_mhc_post (spec 3.6, 5.1): the fp32 operation order of the
+/* CPU reference of dsv4_mhc_post: the fp32 operation order of the
  * contract, with fmaf written out; sqrsum accumulated in double over the stored values. */
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /*
- * dsv4_mhc_pre: gates of a residual plus the sublayer input (spec 5, 5.2, 4.3): V4
- * mhc_pre, V4.1 mhc_pre_delayed, and the first-layer broadcast variants of both.
+ * dsv4_mhc_pre: gates of a residual plus the sublayer input: V4 mhc_pre, V4.1
+ * mhc_pre_delayed, and the first-layer broadcast variants of both.
  * Host side: validate, describe the pipeline, plan, launch.
  */
 #include <string.h>
@@ -37,7 +37,7 @@ dsv4_status_t dsv4_mhc_pre_workspace_size(const dsv4_mhc_pre_desc_t *d, size_t *
     return DSV4_STATUS_SUCCESS;
 }
 
-static dsv4_status_t setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args_t *a, int run, mhc_pipe_t *p) {
+static dsv4_status_t mhc_pre_setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args_t *a, int run, mhc_pipe_t *p) {
     DSV4_TRY(dsv4_mhc_pre_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     memset(p, 0, sizeof *p);
@@ -55,7 +55,7 @@ static dsv4_status_t setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args
     p->H = H;
     p->prod = bc ? MHC_PROD_BCAST : MHC_PROD_RES;
     p->epi = d->variant == DSV4_MHC_V41 ? MHC_EPI_DELAYED : MHC_EPI_IMMEDIATE;
-    p->collapse_k1 = p->epi == MHC_EPI_DELAYED;
+    p->proj_collapse = p->epi == MHC_EPI_DELAYED;
     p->sq_rounded = d->variant == DSV4_MHC_V41;
     p->rms_numel = bc ? H : 4 * H;
     p->gate = d->gate;
@@ -69,7 +69,7 @@ static dsv4_status_t setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->norm_w = a->norm_weight;
     p->res_out = a->residual_out;
     p->li = a->layer_input;
@@ -92,13 +92,13 @@ static dsv4_status_t setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_pre_args
 dsv4_status_t dsv4_mhc_pre(const dsv4_mhc_pre_desc_t *desc, const dsv4_mhc_pre_args_t *args, void *workspace,
                            size_t workspace_bytes, dsv4_stream_t stream) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 1, &p));
+    DSV4_TRY(mhc_pre_setup(desc, args, 1, &p));
     return mhc_pipe_launch(op, &p, workspace, workspace_bytes, stream);
 }
 
 dsv4_status_t dsv4_mhc_pre_ref(const dsv4_mhc_pre_desc_t *desc, const dsv4_mhc_pre_args_t *args) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 0, &p));
+    DSV4_TRY(mhc_pre_setup(desc, args, 0, &p));
     if (p.T) mhc_pipe_ref_run(&p);
     return DSV4_STATUS_SUCCESS;
 }

@@ -1,6 +1,7 @@
 /*
- * K0 + K1, tensor-core route (spec/mhc.md 6.3): one pass over the residual that produces
- * the bf16 rows the projection reads and runs the projection on them with mma.sync.
+ * The tensor-core route's fn split (mhc_fn_split_kernel) and projection pass
+ * (mhc_proj_tc_kernel): one pass over the residual that produces the bf16 rows the
+ * projection reads and runs the projection on them with mma.sync.
  *
  * Formula, per token t and slice `split` (chunks [split*cps, (split+1)*cps)):
  *   A[t][k] = bf16 value of flat column k:  R_new = bf16(post_channel(x, R)) (POST, also
@@ -8,29 +9,29 @@
  *   raw_part[split][t][m] = sum_{k in slice} A[t][k] * (hi[m][k] + lo[m][k])
  *             hi = bf16(fn), lo = bf16(fn - hi): fn to ~16 mantissa bits
  *   sq_part[split][t] = sum_{k in slice} A[t][k]^2            (the rounded values)
- *   with collapse_k1: yb = bf16(collapse(A row, pre_mix)) stored as the un-normed layer
+ *   with proj_collapse: yb = bf16(collapse(A row, pre_mix)) stored as the un-normed layer
  *   input, ss_part[split][t] = sum yb^2; aux = bf16(stream mean of the A row).
  *
- * K0 (mhc_fn_split_kernel) writes hi and lo of fn once per call into the workspace
- * ([48][K] bf16, rows 0..23 hi, 24..47 lo), so K1 copies its B tiles with cp.async: no
- * registers, no per-CTA conversion (session 8, v13). A call that passes fn_split (the same
- * rows, made once after loading by dsv4_mhc_fn_split, which launches this K0) skips K0 and
- * K1 reads those rows instead.
+ * The fn split writes hi and lo of fn once per call into the workspace ([48][K] bf16,
+ * rows 0..23 hi, 24..47 lo), so the projection pass copies its B tiles with cp.async: no
+ * registers, no per-CTA conversion. A call that passes fn_split (the same rows, made once
+ * after loading by dsv4_mhc_fn_split, which launches the same kernel) skips the fn split
+ * and the projection pass reads those rows instead.
  *
- * K1 grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64 channels
- * of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
+ * Projection grid (ceil(T / 32), S); 256 threads = 8 warps. A chunk is 256 K-columns: 64
+ * channels of each of the 4 streams (POST, RES), or 128 columns: 128 channels of e (BCAST).
  *   Producer: thread (row = tid / 8, grp = tid % 8) owns token row and 8 channels of each
  *   stream (16 channels of e): it loads 16-byte vectors, computes the post-apply with the
  *   shared per-channel function (its token's post, comb and pre-mix come from shared
  *   memory, 32 x 28 fp32 read as 16-byte vectors), stores R_new / yb / aux with 16-byte
  *   stores, and writes its bf16 A row segment to shared memory. The 8 threads of a row
  *   cover 128 contiguous bytes of each stream, so every warp access is 4 whole 128-byte
- *   lines. v12 (64 tokens x 32 channels per stream) touched 8 half lines per access: the
- *   session 8 ablations measured its stores at ~30 of 101 us at T = 2048, two thirds of
- *   it on the SM side, and emulating whole-line accesses gave -16 to -18 %.
+ *   lines: 8 half lines per access (64 tokens x 32 channels per stream) would make the
+ *   stores bound by L1 wavefronts rather than DRAM (docs/mhc.md, Decisions).
  *   The optional outputs (collapse with or without a pre-mix, aux) are template mode bits
- *   (TC_COLL, TC_PMIX, TC_AUX), and addresses are 32-bit offsets from the tensor bases
- *   (tc_rows): v8 cut the seam's loop from ~750 to ~530 instructions per thread and chunk.
+ *   (MHC_TC_COLL, MHC_TC_PMIX, MHC_TC_AUX), and addresses are 32-bit offsets from the
+ *   tensor bases (mhc_tc_rows), so that the seam's loop issues ~530 instead of ~750
+ *   instructions per thread and chunk.
  *   MMA: warp w takes m-tile w % 2 (16 tokens) and k-quarter w / 2 of the chunk (4 k-steps;
  *   BCAST 2); per k-step one ldmatrix.x4 for A, and per n-tile (3 x 8 outputs) one
  *   ldmatrix.x4 giving hi and lo fragments, two mma.m16n8k16 into the same fp32
@@ -39,7 +40,7 @@
  * Pipeline: the next chunk's token inputs are loaded into the same registers as soon as
  *   the producer has consumed this chunk's (in flight during the barrier's wait and this
  *   chunk's mma); the token inputs of the chunk MHC_TC_PREFETCH_CHUNKS
- *   further on are prefetched into L2 at that point (tc_prefetch); the next B tile is
+ *   further on are prefetched into L2 at that point (mhc_tc_prefetch); the next B tile is
  *   copied by cp.async once the mma is done with this one and waited for before the
  *   next barrier, behind the next producer. Other resident CTAs (2 per SM at <= 128
  *   registers) cover the rest of the latency.
@@ -69,11 +70,11 @@ static_assert(BM == 32 && NTHR == 256, "the mma split: 8 warps = 2 m-tiles x 4 k
 
 /* Mode bits of an instantiation: which optional outputs the producer makes. They are
  * uniform per call; as template arguments they leave the producer without per-channel
- * branches, so that its coefficients stay in registers (v8: at run time they were
- * re-read from shared memory around every branch, 52 LDS and 21 branches per chunk). */
-enum { TC_COLL = 1, TC_PMIX = 2, TC_AUX = 4 };
+ * branches, so that its coefficients stay in registers (run-time flags make ptxas re-read
+ * them from shared memory around every branch: 52 LDS and 21 branches per chunk). */
+enum { MHC_TC_COLL = 1, MHC_TC_PMIX = 2, MHC_TC_AUX = 4 };
 
-template <int PROD> struct tc_geom {
+template <int PROD> struct mhc_tc_geom {
     /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk */
     static constexpr int CW = MHC_TC_CHUNK_CHANNELS(PROD == MHC_PROD_BCAST);
     static constexpr int NCOL = PROD == MHC_PROD_BCAST ? CW : 4 * CW;
@@ -83,48 +84,49 @@ template <int PROD> struct tc_geom {
     static constexpr int KSTEPS = NCOL / 16 / 4;                   /* per warp (k-quarter)          */
     static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;          /* 16-byte B copies per thread   */
 };
-static_assert(tc_geom<MHC_PROD_POST>::B_PIECES * NTHR * 8 == 48 * KC, "B tile copies must split evenly");
-static_assert(tc_geom<MHC_PROD_BCAST>::B_PIECES * NTHR * 8 == 48 * KC / 2, "B tile copies must split evenly");
+static_assert(mhc_tc_geom<MHC_PROD_POST>::B_PIECES * NTHR * 8 == 48 * KC, "B tile copies must split evenly");
+static_assert(mhc_tc_geom<MHC_PROD_BCAST>::B_PIECES * NTHR * 8 == 48 * KC / 2, "B tile copies must split evenly");
 
 /* One chunk's token inputs of one thread: POST x, R0..R3 | RES R0..R3 | BCAST 2 x 8 channels of e */
-struct tc_in {
+struct mhc_tc_in {
     uint4 v[5];
 };
 
 /* Addressing: every token-row address is the tensor's base pointer plus a 32-bit element
  * offset, the thread's row offset (token x stride + its channel group, computed once) plus
- * the chunk's column: one add and one shift-add per address. v7 rebuilt each address from
- * 64-bit products in every chunk (~100 integer instructions per chunk and thread). The
+ * the chunk's column: one add and one shift-add per address, where rebuilding each address
+ * from 64-bit products costs ~100 integer instructions per chunk and thread. The
  * host refuses tensors whose offsets do not fit in 32 bits (mhc_check_tc_offsets). A row
  * past T takes row T - 1's offsets, so it loads real data (its results are never stored)
  * and no path branches on validity. */
-struct tc_rows {
+struct mhc_tc_rows {
     uint32_t ox, orr, oout, oli, oaux;
 };
 
-/* Address of the thread's 16-byte token-input vector v of a chunk: the one place tc_load
- * and tc_prefetch take their addresses from. */
+/* Address of the thread's 16-byte token-input vector v of a chunk: the one place mhc_tc_load
+ * and mhc_tc_prefetch take their addresses from. */
 template <int PROD>
-__device__ __forceinline__ const uint16_t *tc_vec_ptr(const mhc_pipe_t &p, const tc_rows &r, int chunk, int v) {
-    const uint32_t c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
+__device__ __forceinline__ const uint16_t *mhc_tc_vec_ptr(const mhc_pipe_t &p, const mhc_tc_rows &r, int chunk, int v) {
+    const uint32_t c0 = (uint32_t)chunk * mhc_tc_geom<PROD>::CW;
     if (PROD == MHC_PROD_BCAST) return p.res + (r.orr + c0 + 8 * v);
     if (PROD == MHC_PROD_POST && v-- == 0) return p.x + (r.ox + c0);
     return p.res + (r.orr + c0 + (uint32_t)v * (uint32_t)p.H);
 }
 
-template <int PROD> __device__ __forceinline__ void tc_load(const mhc_pipe_t &p, const tc_rows &r, int chunk, tc_in &in) {
+template <int PROD>
+__device__ __forceinline__ void mhc_tc_load(const mhc_pipe_t &p, const mhc_tc_rows &r, int chunk, mhc_tc_in &in) {
 #pragma unroll
-    for (int v = 0; v < tc_geom<PROD>::NV; ++v)
-        in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(tc_vec_ptr<PROD>(p, r, chunk, v)));
+    for (int v = 0; v < mhc_tc_geom<PROD>::NV; ++v)
+        in.v[v] = __ldcs(reinterpret_cast<const uint4 *>(mhc_tc_vec_ptr<PROD>(p, r, chunk, v)));
 }
 
-/* L2 prefetch of the token inputs tc_load will read for `chunk` (one per 16-byte load of
+/* L2 prefetch of the token inputs mhc_tc_load will read for `chunk` (one per 16-byte load of
  * this thread), issued MHC_TC_PREFETCH_CHUNKS chunks ahead of those loads so that they hit
  * L2 instead of waiting a DRAM round trip. */
 template <int PROD>
-__device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, const tc_rows &r, int chunk) {
+__device__ __forceinline__ void mhc_tc_prefetch(const mhc_pipe_t &p, const mhc_tc_rows &r, int chunk) {
 #pragma unroll
-    for (int v = 0; v < tc_geom<PROD>::NV; ++v) dsv4_prefetch_l2(tc_vec_ptr<PROD>(p, r, chunk, v));
+    for (int v = 0; v < mhc_tc_geom<PROD>::NV; ++v) dsv4_prefetch_l2(mhc_tc_vec_ptr<PROD>(p, r, chunk, v));
 }
 
 /* The chunk's B tile by cp.async from fn's hi/lo rows (p.fn_hl, [48][K] bf16): row n of sB
@@ -132,8 +134,9 @@ __device__ __forceinline__ void tc_prefetch(const mhc_pipe_t &p, const tc_rows &
  * s * H + 64 * chunk + j) or e's channels (BCAST). A thread copies one 16-byte column
  * piece of rows n0, n0 + NTHR / PR, ... (PR pieces per row divide NTHR); 32-bit offsets
  * from one base keep the loop-invariant state to two registers. One commit group. */
-template <int PROD> __device__ __forceinline__ void tc_copy_b(const mhc_pipe_t &p, int chunk, int tid, uint16_t *sB) {
-    using G = tc_geom<PROD>;
+template <int PROD>
+__device__ __forceinline__ void mhc_tc_copy_b(const mhc_pipe_t &p, int chunk, int tid, uint16_t *sB) {
+    using G = mhc_tc_geom<PROD>;
     constexpr int PR = G::NCOL / 8, RSTEP = NTHR / PR;
     static_assert(NTHR % PR == 0, "a thread's B pieces share one column");
     const uint32_t H = (uint32_t)p.H, K = MHC_FN_K(PROD == MHC_PROD_BCAST, H);
@@ -150,17 +153,17 @@ template <int PROD> __device__ __forceinline__ void tc_copy_b(const mhc_pipe_t &
  * outputs for it (only for rows below T: `valid`), and accumulates sq (rounded values)
  * and ss (rounded collapse). */
 template <int PROD, int MODE>
-__device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r, bool valid, int chunk, int grp,
-                                           const float *coef, const tc_in &in, uint16_t *sArow, float &sq,
-                                           float &ss) {
-    constexpr bool COLL = MODE & TC_COLL, PMIX = (MODE & TC_PMIX) != 0, AUX = (MODE & TC_AUX) != 0;
-    const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * tc_geom<PROD>::CW;
+__device__ __forceinline__ void mhc_tc_produce(const mhc_pipe_t &p, const mhc_tc_rows &r, bool valid, int chunk,
+                                               int grp, const float *coef, const mhc_tc_in &in, uint16_t *sArow,
+                                               float &sq, float &ss) {
+    constexpr bool COLL = MODE & MHC_TC_COLL, PMIX = (MODE & MHC_TC_PMIX) != 0, AUX = (MODE & MHC_TC_AUX) != 0;
+    const uint32_t H = (uint32_t)p.H, c0 = (uint32_t)chunk * mhc_tc_geom<PROD>::CW;
     uint4 av[4];
     if (PROD == MHC_PROD_BCAST) {
         /* 16 channels of e: 4 stream copies, identity collapse, aux = e */
         uint16_t *ot = p.res_out ? p.res_out + (r.oout + c0) : nullptr;
 #pragma unroll
-        for (int q = 0; q < tc_geom<PROD>::NA; ++q) {
+        for (int q = 0; q < mhc_tc_geom<PROD>::NA; ++q) {
             av[q] = in.v[q];
             if (ot && valid) /* the gates op projects e without the copy */
 #pragma unroll
@@ -182,7 +185,7 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r
         }
     } else {
         /* channel pairs (one 32-bit word of every vector) from load to packed outputs, so
-         * that only a pair's floats are live: at 128 registers the 8-channel form spilled */
+         * that only a pair's floats are live: at 128 registers the 8-channel form spills */
         uint32_t aw[4][4], yw[4], xw[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -222,7 +225,7 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r
                                __fmaf_rn(mhc_bf16_lo(yw[q]), mhc_bf16_lo(yw[q]), ss));
             }
             if (AUX) xw[q] = mhc_pack2(a[0], a[1]);
-            /* aux leaves in two 8-byte halves: holding all four words until the end spilled
+            /* aux leaves in two 8-byte halves: holding all four words to the end spills
              * (POST with collapse, pre-mix and aux sits at the 128-register cap) */
             if (AUX && (q & 1) && valid) dsv4_st_v2(p.aux + (r.oaux + c0 + 2 * (q - 1)), xw[q - 1], xw[q]);
         }
@@ -238,26 +241,27 @@ __device__ __forceinline__ void tc_produce(const mhc_pipe_t &p, const tc_rows &r
     }
     /* A row segment: streams at column s * 64 (POST, RES), or 16 channels at 16 * grp (BCAST) */
 #pragma unroll
-    for (int q = 0; q < tc_geom<PROD>::NA; ++q) {
-        const int col = PROD == MHC_PROD_BCAST ? tc_geom<PROD>::CG * grp + 8 * q : tc_geom<PROD>::CW * q + 8 * grp;
+    for (int q = 0; q < mhc_tc_geom<PROD>::NA; ++q) {
+        const int col =
+            PROD == MHC_PROD_BCAST ? mhc_tc_geom<PROD>::CG * grp + 8 * q : mhc_tc_geom<PROD>::CW * q + 8 * grp;
         *reinterpret_cast<uint4 *>(sArow + col) = av[q];
     }
 }
 
 /* This warp's k-steps of the chunk: m-tile mt, k-quarter kq. */
 template <int PROD>
-__device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kq, int lane,
+__device__ __forceinline__ void mhc_tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kq, int lane,
                                        float acc[3][4]) {
 #pragma unroll
-    for (int kk = 0; kk < tc_geom<PROD>::KSTEPS; ++kk) {
-        const int k0 = (kq * tc_geom<PROD>::KSTEPS + kk) * 16;
+    for (int kk = 0; kk < mhc_tc_geom<PROD>::KSTEPS; ++kk) {
+        const int kb = (kq * mhc_tc_geom<PROD>::KSTEPS + kk) * 16;
         uint32_t a[4];
-        dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + k0 + (lane >> 4) * 8);
+        dsv4_ldmatrix_x4(a, sA + (mt * 16 + (lane & 15)) * LDS + kb + (lane >> 4) * 8);
 #pragma unroll
         for (int nt = 0; nt < 3; ++nt) {
-            /* lanes 0-15: hi rows (k0, k0+8), lanes 16-31: lo rows -> b[0..1] hi, b[2..3] lo */
+            /* lanes 0-15: hi rows (kb, kb+8), lanes 16-31: lo rows -> b[0..1] hi, b[2..3] lo */
             uint32_t b[4];
-            dsv4_ldmatrix_x4(b, sB + ((lane >> 4) * 24 + nt * 8 + (lane & 7)) * LDS + k0 + ((lane >> 3) & 1) * 8);
+            dsv4_ldmatrix_x4(b, sB + ((lane >> 4) * 24 + nt * 8 + (lane & 7)) * LDS + kb + ((lane >> 3) & 1) * 8);
             dsv4_mma_bf16_16816(acc[nt], a, b, acc[nt]);
             dsv4_mma_bf16_16816(acc[nt], a, b + 2, acc[nt]);
         }
@@ -266,24 +270,23 @@ __device__ __forceinline__ void tc_mma(const uint16_t *sA, const uint16_t *sB, i
 
 } // namespace
 
-/* K0: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn), lo = bf16(fn - hi), the
- * difference exact in fp32). mhc_pack2 (cvt.rn.bf16x2.f32) gives the bits of
+/* The fn split: fn [24][K] fp32 -> hi / lo bf16 rows [48][K] (hi = bf16(fn),
+ * lo = bf16(fn - hi), the difference exact in fp32). mhc_pack2 (cvt.rn.bf16x2.f32) gives the bits of
  * dsv4_f32_to_bf16, NaN -> 0x7FFF and subnormals kept, and __fsub_rn does not flush
  * subnormals, so dsv4_mhc_fn_split_ref is bit-exact with this kernel. A thread converts
- * K0_VECS float4 a grid apart, all loads issued first: at K = 20480 120 CTAs hold the whole
- * of fn in flight in one round trip (one float4 per thread took 3.3 us under ncu at 0.23
- * warps issued per scheduler). */
-constexpr int K0_VECS = 4;
+ * MHC_FN_SPLIT_VECS float4 a grid apart, all loads issued first, so that at K = 20480 120
+ * CTAs hold the whole of fn in flight in one round trip. */
+constexpr int MHC_FN_SPLIT_VECS = 4;
 __global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl,
                                                             uint32_t K) {
     const uint32_t n4 = 6 * K, stride = gridDim.x * blockDim.x; /* 24 K / 4 float4 */
     const uint32_t i0 = blockIdx.x * blockDim.x + threadIdx.x;
-    float4 f[K0_VECS];
+    float4 f[MHC_FN_SPLIT_VECS];
 #pragma unroll
-    for (int j = 0; j < K0_VECS; ++j)
+    for (int j = 0; j < MHC_FN_SPLIT_VECS; ++j)
         if (i0 + j * stride < n4) f[j] = __ldg(reinterpret_cast<const float4 *>(fn) + i0 + j * stride);
 #pragma unroll
-    for (int j = 0; j < K0_VECS; ++j) {
+    for (int j = 0; j < MHC_FN_SPLIT_VECS; ++j) {
         const uint32_t i = 4 * (i0 + j * stride);
         if (i >= 24 * K) break;
         const uint32_t h01 = mhc_pack2(f[j].x, f[j].y), h23 = mhc_pack2(f[j].z, f[j].w);
@@ -297,7 +300,7 @@ __global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restri
 
 template <int PROD, int MODE>
 __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_kernel(const mhc_pipe_t p) {
-    using G = tc_geom<PROD>;
+    using G = mhc_tc_geom<PROD>;
     __shared__ __align__(16) uint16_t sA[BM * LDS];
     __shared__ __align__(16) uint16_t sB[48 * LDS];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -305,7 +308,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     const int64_t T = p.T, H = p.H, S = p.plan.splits;
     const int64_t t = (int64_t)blockIdx.x * BM + row;
     const bool valid = t < T;
-    tc_rows rw;
+    mhc_tc_rows rw;
     {
         const uint32_t tr = (uint32_t)(valid ? t : T - 1);
         const uint32_t cg = G::CG * grp;
@@ -316,21 +319,20 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
         rw.oaux = tr * (uint32_t)p.aux_stride + cg;
     }
     const int64_t split = blockIdx.y;
-    constexpr bool COLL = MODE & TC_COLL, PMIX = (MODE & TC_PMIX) != 0;
+    constexpr bool COLL = MODE & MHC_TC_COLL, PMIX = (MODE & MHC_TC_PMIX) != 0;
 
     /* chunk indices fit in 32 bits (H <= MHC_MAX_HIDDEN); int keeps the loop in one register */
     const int nchunks = (int)(H / G::CW), cps = nchunks / (int)S;
     const int c_begin = (int)split * cps;
     /* The i-th chunk of this CTA. Token blocks start their slice at different chunks
      * (rotation by blockIdx.x), so that CTAs of the same slice do not read the same B rows
-     * of fn at the same time: without it, session 8 run 9 measured the gates op 188 us
-     * instead of 176 and the seam at T = 8192 350 instead of 340. */
+     * of fn at the same time. */
     const int rot = (int)(blockIdx.x % (unsigned)cps);
     auto chunk_at = [&](int i) {
         const int j = i + rot;
         return c_begin + (j >= cps ? j - cps : j);
     };
-    tc_copy_b<PROD>(p, chunk_at(0), tid, sB);
+    mhc_tc_copy_b<PROD>(p, chunk_at(0), tid, sB);
 
     /* per token row: post[4], comb[16], pre_mix[4] */
     __shared__ __align__(16) float s_coef[BM][MHC_TC_COEF_PITCH];
@@ -356,25 +358,24 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
     float sq = 0.0f, ss = 0.0f;
 
-    tc_in in;
-    tc_load<PROD>(p, rw, chunk_at(0), in);
+    mhc_tc_in in;
+    mhc_tc_load<PROD>(p, rw, chunk_at(0), in);
     for (int d = 1; d <= MHC_TC_PREFETCH_CHUNKS; ++d)
-        if (d < cps) tc_prefetch<PROD>(p, rw, chunk_at(d));
+        if (d < cps) mhc_tc_prefetch<PROD>(p, rw, chunk_at(d));
     for (int i = 0; i < cps; ++i) {
         const bool more = i + 1 < cps;
         const int c = chunk_at(i);
-        tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
+        mhc_tc_produce<PROD, MODE>(p, rw, valid, c, grp, coef, in, sA + row * LDS, sq, ss);
         /* the producer is done with this chunk's inputs, so the next chunk's leave now and
-         * their round trip also covers the barrier's wait: gates op -9 % (session 4); the
-         * seams (POST) -0.5 to -1 % since v13 (session 14 run 5; 3 % slower with v10's K1,
-         * which loaded after the barrier until then) */
-        if (more) tc_load<PROD>(p, rw, chunk_at(i + 1), in);
+         * their round trip also covers the barrier's wait */
+        if (more) mhc_tc_load<PROD>(p, rw, chunk_at(i + 1), in);
         dsv4_cp_async_wait<0>(); /* this chunk's B tile */
         __syncthreads();
-        if (i + 1 + MHC_TC_PREFETCH_CHUNKS < cps) tc_prefetch<PROD>(p, rw, chunk_at(i + 1 + MHC_TC_PREFETCH_CHUNKS));
-        tc_mma<PROD>(sA, sB, mt, kq, lane, acc);
+        if (i + 1 + MHC_TC_PREFETCH_CHUNKS < cps)
+            mhc_tc_prefetch<PROD>(p, rw, chunk_at(i + 1 + MHC_TC_PREFETCH_CHUNKS));
+        mhc_tc_mma<PROD>(sA, sB, mt, kq, lane, acc);
         __syncthreads();
-        if (more) tc_copy_b<PROD>(p, chunk_at(i + 1), tid, sB);
+        if (more) mhc_tc_copy_b<PROD>(p, chunk_at(i + 1), tid, sB);
     }
 
     /* sq, ss: the TPR threads of a token row are adjacent lanes */
@@ -421,7 +422,7 @@ __global__ void __launch_bounds__(MHC_TC_THREADS, MHC_TC_MIN_CTAS) mhc_proj_tc_k
     }
 }
 
-template <int PROD, int MODE> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
+template <int PROD, int MODE> static dsv4_status_t mhc_launch_proj_tc_mode(const mhc_pipe_t *p, cudaStream_t s) {
     static const char *op = "mhc_proj_tc";
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD, MODE>, 0, &smem_cache));
@@ -432,26 +433,31 @@ template <int PROD, int MODE> static dsv4_status_t launch(const mhc_pipe_t *p, c
 
 /* The instantiations a call can need: collapse (with or without a pre-mix) or none, aux or
  * not; the broadcast embedding has no pre-mix (its collapse is the identity). */
-template <int PROD> static dsv4_status_t launch_mode(const mhc_pipe_t *p, cudaStream_t s) {
-    const int coll = p->collapse_k1 ? (PROD != MHC_PROD_BCAST && p->pre_mix ? TC_COLL | TC_PMIX : TC_COLL) : 0;
-    switch (coll | (p->aux ? TC_AUX : 0)) {
-    case 0: return launch<PROD, 0>(p, s);
-    case TC_COLL: return launch<PROD, TC_COLL>(p, s);
-    case TC_AUX: return launch<PROD, TC_AUX>(p, s);
-    case TC_COLL | TC_AUX: return launch<PROD, TC_COLL | TC_AUX>(p, s);
-    case TC_COLL | TC_PMIX: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL : TC_COLL | TC_PMIX>(p, s);
-    default: return launch<PROD, PROD == MHC_PROD_BCAST ? TC_COLL | TC_AUX : TC_COLL | TC_PMIX | TC_AUX>(p, s);
+template <int PROD> static dsv4_status_t mhc_launch_proj_tc_prod(const mhc_pipe_t *p, cudaStream_t s) {
+    const int coll =
+        p->proj_collapse ? (PROD != MHC_PROD_BCAST && p->pre_mix ? MHC_TC_COLL | MHC_TC_PMIX : MHC_TC_COLL) : 0;
+    switch (coll | (p->aux ? MHC_TC_AUX : 0)) {
+    case 0: return mhc_launch_proj_tc_mode<PROD, 0>(p, s);
+    case MHC_TC_COLL: return mhc_launch_proj_tc_mode<PROD, MHC_TC_COLL>(p, s);
+    case MHC_TC_AUX: return mhc_launch_proj_tc_mode<PROD, MHC_TC_AUX>(p, s);
+    case MHC_TC_COLL | MHC_TC_AUX: return mhc_launch_proj_tc_mode<PROD, MHC_TC_COLL | MHC_TC_AUX>(p, s);
+    case MHC_TC_COLL | MHC_TC_PMIX:
+        return mhc_launch_proj_tc_mode<PROD, PROD == MHC_PROD_BCAST ? MHC_TC_COLL : MHC_TC_COLL | MHC_TC_PMIX>(p, s);
+    default:
+        return mhc_launch_proj_tc_mode<PROD, PROD == MHC_PROD_BCAST ? MHC_TC_COLL | MHC_TC_AUX
+                                                                   : MHC_TC_COLL | MHC_TC_PMIX | MHC_TC_AUX>(p, s);
     }
 }
 
-/* K0 for dsv4_mhc_fn_split and for a tensor-core call without fn_split. K <= 4 x 16384, so
- * 24 K fits the kernel's 32-bit indices. */
+/* The fn split, for dsv4_mhc_fn_split and for a tensor-core call without fn_split.
+ * K <= 4 x 16384, so 24 K fits the kernel's 32-bit indices. */
 extern "C" dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream) {
     static const char *op = "mhc_fn_split";
     static int smem_cache;
     const uint32_t k = (uint32_t)K;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
-    mhc_fn_split_kernel<<<(6 * k + 256 * K0_VECS - 1) / (256 * K0_VECS), 256, 0, (cudaStream_t)stream>>>(fn, hl, k);
+    const uint32_t ctas = (6 * k + 256 * MHC_FN_SPLIT_VECS - 1) / (256 * MHC_FN_SPLIT_VECS);
+    mhc_fn_split_kernel<<<ctas, 256, 0, (cudaStream_t)stream>>>(fn, hl, k);
     return dsv4_launch_status(op);
 }
 
@@ -462,8 +468,8 @@ extern "C" dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t s
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_proj_tc", "split count %d does not divide %lld chunks",
                          (int)p->plan.splits, (long long)(p->H / cw));
     switch (p->prod) {
-    case MHC_PROD_POST: return launch_mode<MHC_PROD_POST>(p, s);
-    case MHC_PROD_RES: return launch_mode<MHC_PROD_RES>(p, s);
-    default: return launch_mode<MHC_PROD_BCAST>(p, s);
+    case MHC_PROD_POST: return mhc_launch_proj_tc_prod<MHC_PROD_POST>(p, s);
+    case MHC_PROD_RES: return mhc_launch_proj_tc_prod<MHC_PROD_RES>(p, s);
+    default: return mhc_launch_proj_tc_prod<MHC_PROD_BCAST>(p, s);
     }
 }

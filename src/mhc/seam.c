@@ -1,5 +1,5 @@
 /*
- * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site (spec 5.3):
+ * dsv4_mhc_seam: post of this sublayer fused with the pre of the next site:
  * the V4.1 delayed seam (mhc_fused_post_pre_delayed) and the V4 fused seam
  * (mhc_fused_post_pre). Host side: validate, describe the pipeline, plan, launch.
  */
@@ -38,7 +38,8 @@ dsv4_status_t dsv4_mhc_seam_workspace_size(const dsv4_mhc_seam_desc_t *d, size_t
 }
 
 /* Validates everything and describes the run; p->T == 0 means nothing to do. */
-static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_args_t *a, int run, mhc_pipe_t *p) {
+static dsv4_status_t mhc_seam_setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_args_t *a, int run,
+                                    mhc_pipe_t *p) {
     DSV4_TRY(dsv4_mhc_seam_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     memset(p, 0, sizeof *p);
@@ -51,7 +52,7 @@ static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_ar
     p->H = H;
     p->prod = MHC_PROD_POST;
     p->epi = d->variant == DSV4_MHC_V41 ? MHC_EPI_DELAYED : MHC_EPI_IMMEDIATE;
-    p->collapse_k1 = p->epi == MHC_EPI_DELAYED;
+    p->proj_collapse = p->epi == MHC_EPI_DELAYED;
     p->sq_rounded = d->variant == DSV4_MHC_V41;
     p->rms_numel = 4 * H;
     p->gate = d->gate;
@@ -69,7 +70,7 @@ static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_ar
     p->fn = a->fn;
     p->scale = a->scale;
     p->base = a->base;
-    p->fn_hl = a->fn_split; /* NULL: K0 splits fn into the workspace */
+    p->fn_hl = a->fn_split; /* NULL: the fn split writes it into the workspace */
     p->norm_w = a->norm_weight;
     p->res_out = a->residual_out;
     p->li = a->layer_input;
@@ -95,13 +96,13 @@ static dsv4_status_t setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mhc_seam_ar
 dsv4_status_t dsv4_mhc_seam(const dsv4_mhc_seam_desc_t *desc, const dsv4_mhc_seam_args_t *args, void *workspace,
                             size_t workspace_bytes, dsv4_stream_t stream) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 1, &p));
+    DSV4_TRY(mhc_seam_setup(desc, args, 1, &p));
     return mhc_pipe_launch(op, &p, workspace, workspace_bytes, stream);
 }
 
 dsv4_status_t dsv4_mhc_seam_ref(const dsv4_mhc_seam_desc_t *desc, const dsv4_mhc_seam_args_t *args) {
     mhc_pipe_t p;
-    DSV4_TRY(setup(desc, args, 0, &p));
+    DSV4_TRY(mhc_seam_setup(desc, args, 0, &p));
     if (p.T) mhc_pipe_ref_run(&p);
     return DSV4_STATUS_SUCCESS;
 }

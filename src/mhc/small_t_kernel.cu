@@ -1,7 +1,7 @@
 /*
- * The small-T route (spec/mhc.md 6.1-6.2): projection, gates, Sinkhorn, stored rows and
- * collapse of a gates / pre / seam call in ONE launch, so that a decode step pays one
- * launch and one DRAM round trip per phase instead of two kernels' worth.
+ * The small-T route: projection, gates, Sinkhorn, stored rows and collapse of a gates /
+ * pre / seam call in ONE launch, so that a decode step pays one launch and one DRAM round
+ * trip per phase instead of two kernels' worth.
  *
  * Formula: as the tensor-core route (proj_tc_kernel.cu + epilogue.cuh). Per token t:
  *   r[s][h]  = bf16(post_channel(x, R)) (POST: the stored R_new) | R[s][h] (RES) | e[h] (BCAST)
@@ -15,33 +15,33 @@
  *                h = 256 ks + tid: it issues its 6 x 4 fn loads and its tokens' input loads
  *                together (one round trip; the CTA stores nothing that could alias them),
  *                forms the projection input and accumulates 6 mix partials and sq per
- *                token. Warp trees, then the 8 warps in order; the CTA stores
- *                raw_part[ks][t][6 nt ..] and (n-tile 0) sq_part[ks][t], then publishes
- *                the flag (t, nt, ks) of each of its tokens.
+ *                token. Warp trees, then the 8 warps in order; the CTA stores each
+ *                token's 6 mix partials and (n-tile 0) sq as tagged words of the record
+ *                (t, nt, ks) (prim/grid_flag.cuh).
  *   [P, P + T)   row CTAs, V4.1 only: one pass over token t's row that stores R_new (the
  *                post-apply, recomputed here: cheaper than waiting for it) or the 4
  *                broadcast copies, and collapses it with the incoming pre-mix, aux and
  *                RMSNorm (mhc_collapse_row with a producing source; nothing is read back).
  *                None of this waits for the projection.
- *   last T       gate CTAs: thread i < 4 S of token t's CTA waits for flag i and copies
- *                that producer's partials into the staging buffer as soon as it is set
- *                (small_wait_stage), then the CTA runs the epilogue (epilogue.cuh). With
- *                the immediate pre (V4) there are no row CTAs: the gate CTA stores the rows
- *                first and collapses them after the gates.
- * Only gate CTAs wait, only on CTAs with lower block indices (dispatched before them; the
- * same assumption as CUTLASS's stream-K fix-up), and at most T of them wait at once, so at
- * auto-route sizes they can never hold every CTA slot. The records live in the workspace
+ *   last T       gate CTAs: thread i < 4 S of token t's CTA waits until every word of
+ *                record i carries the tag and copies that producer's partials into the
+ *                staging buffer (mhc_small_wait_stage), then the CTA runs the epilogue
+ *                (epilogue.cuh). With the immediate pre (V4) there are no row CTAs: the
+ *                gate CTA stores the rows first and collapses them after the gates.
+ * Only gate CTAs wait, only on CTAs with lower block indices (dispatched before them: the
+ * one ordering this route assumes), and at most T of them wait at once, so at auto-route
+ * sizes they can never hold every CTA slot. The records live in the workspace
  * (T x 4 x S of MHC_SMALL_REC_WORDS words) and each gate CTA zeroes its own: graph replays
- * need no memset. (Until session 21 the partials went to plain floats published by a fenced
- * flag; the tags take the fence and the read after the flag off the gate CTA's chain.)
+ * need no memset. A tag travels in the same 8-byte store as its value, so the producer
+ * needs no fence and the gate CTA no second read after it sees the tag.
  * Sizes at T = 12, H = 5120: 240 projection CTAs (24.6 KB of fn each), 12 row, 12 gate
  * CTAs: 264 = one wave of 2 CTAs per SM on the H200; a gate CTA reads 20 x 25 partials.
  *
  * Numerics: per-thread fp32 FMA chains over its channel's streams (in order 0..3), warp
  * xor-trees, warps in order, slices in order. The projection reads the stored bf16 values
- * (MHC_SMALL_T_UNROUNDED = 1 restores upstream's unrounded fp32 input; gates_config.h says
- * why not). Stored rows, collapse and aux use the shared per-row functions: bit-exact with
- * dsv4_mhc_post / dsv4_mhc_collapse and with the tensor-core route.
+ * (MHC_SMALL_T_UNROUNDED = 1 projects the unrounded fp32 values instead; gates_config.h
+ * says why not). Stored rows, collapse and aux use the shared per-row functions: bit-exact
+ * with dsv4_mhc_post / dsv4_mhc_collapse and with the tensor-core route.
  */
 #include <cuda_runtime.h>
 
@@ -57,19 +57,20 @@ static_assert(NTILES * (MHC_MAX_HIDDEN / NT) <= NT, "a gate CTA polls its 4 S re
 static_assert(MHC_MAX_HIDDEN / NT <= MHC_TC_MAX_SPLIT, "the epilogue stages at most MHC_TC_MAX_SPLIT slices");
 
 /* The record of token t's partials from the projection CTA of n-tile nt and slice ks. */
-__device__ __forceinline__ unsigned long long *small_rec(const mhc_pipe_t &p, int64_t t, int nt, int ks) {
+__device__ __forceinline__ unsigned long long *mhc_small_rec(const mhc_pipe_t &p, int64_t t, int nt, int ks) {
     return reinterpret_cast<unsigned long long *>(p.ws) +
            ((t * NTILES + nt) * p.plan.splits + ks) * MHC_SMALL_REC_WORDS;
 }
 
-struct small_smem {
+struct mhc_small_smem {
     mhc_epi_smem epi;
     float coef[MHC_SMALL_MAX_TPC][20];        /* post[4], comb[16] per token */
     float red[NW][MHC_SMALL_MAX_TPC][TN + 1]; /* per-warp sums: 6 mix, sq      */
     float pm[4];                              /* the incoming pre-mix (V4.1)   */
 };
 
-template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mhc_pipe_t &p, int64_t b, small_smem &sm) {
+template <int PROD, int TPC>
+__device__ __forceinline__ void mhc_small_proj(const mhc_pipe_t &p, int64_t b, mhc_small_smem &sm) {
     constexpr int NS = PROD == MHC_PROD_BCAST ? 1 : 4; /* streams in the projection input */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t T = p.T, H = p.H, S = p.plan.splits;
@@ -148,7 +149,7 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
             float v = sm.red[0][tb][q];
 #pragma unroll
             for (int w = 1; w < NW; ++w) v = __fadd_rn(v, sm.red[w][tb][q]);
-            dsv4_tagged_store(small_rec(p, t, nt, ks) + q, v);
+            dsv4_tagged_store(mhc_small_rec(p, t, nt, ks) + q, v);
         }
     }
 }
@@ -156,7 +157,7 @@ template <int PROD, int TPC> __device__ __forceinline__ void small_proj(const mh
 /* Token t's 4 stream rows as the collapse reads them; a seam's R_new and the broadcast
  * copies are stored on the way. */
 template <int PROD, class F>
-__device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, small_smem &sm, F &&f) {
+__device__ __forceinline__ void mhc_small_with_src(const mhc_pipe_t &p, int64_t t, mhc_small_smem &sm, F &&f) {
     uint4 *o4 = reinterpret_cast<uint4 *>(p.res_out + t * p.res_out_stride);
     const uint4 *r4 = reinterpret_cast<const uint4 *>(p.res + t * p.res_stride);
     if (PROD == MHC_PROD_POST) {
@@ -177,11 +178,11 @@ __device__ __forceinline__ void small_with_src(const mhc_pipe_t &p, int64_t t, s
  * zeroes the whole record for the next call on this workspace. Each thread spins on its
  * own record (no CTA barrier per look, which made every look as slow as the slowest
  * thread's round trip); one barrier at the end. */
-__device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
+__device__ __forceinline__ void mhc_small_wait_stage(const mhc_pipe_t &p, int64_t t, mhc_epi_smem &sm) {
     const int tid = threadIdx.x, S = p.plan.splits, n = NTILES * S;
     if (tid < n) {
         const int nt = tid / S, ks = tid % S, nw = nt == 0 ? TN + 1 : TN;
-        unsigned long long *rec = small_rec(p, t, nt, ks);
+        unsigned long long *rec = mhc_small_rec(p, t, nt, ks);
         unsigned long long x[TN + 1];
         bool all;
         do {
@@ -209,18 +210,18 @@ __device__ __forceinline__ void small_wait_stage(const mhc_pipe_t &p, int64_t t,
 template <int PROD, int TPC>
 __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_small_kernel(const mhc_pipe_t p) {
     extern __shared__ uint4 s_row[]; /* the bf16 collapse row between the norm's two passes */
-    __shared__ small_smem sm;
+    __shared__ mhc_small_smem sm;
     const int64_t T = p.T, S = p.plan.splits, b = blockIdx.x;
     const int64_t P = (T + TPC - 1) / TPC * NTILES * S, R = p.epi == MHC_EPI_DELAYED ? T : 0;
     if (b < P) {
-        small_proj<PROD, TPC>(p, b, sm);
+        mhc_small_proj<PROD, TPC>(p, b, sm);
         return;
     }
     if (b < P + R) { /* V4.1 row CTA: one pass over the row, nothing read back */
         const int64_t t = b - P;
         if (threadIdx.x < 4 && p.pre_mix) sm.pm[threadIdx.x] = p.pre_mix[4 * t + threadIdx.x];
         __syncthreads();
-        small_with_src<PROD>(p, t, sm, [&](const auto &src) {
+        mhc_small_with_src<PROD>(p, t, sm, [&](const auto &src) {
             mhc_collapse_row(src, p.H, p.pre_mix ? sm.pm : nullptr, p.norm_w, p.norm_eps, p.sq_rounded,
                              p.li + t * p.li_stride, p.aux ? p.aux + t * p.aux_stride : nullptr, s_row, sm.epi.red);
         });
@@ -229,13 +230,13 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
     const int64_t t = b - P - R; /* gate CTA */
     const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base, p.sqrsum_in, t); /* in flight while it waits */
     if (p.epi != MHC_EPI_DELAYED && PROD != MHC_PROD_RES && p.res_out) { /* rows stored while the projection runs */
-        small_with_src<PROD>(p, t, sm, [&](const auto &src) {
+        mhc_small_with_src<PROD>(p, t, sm, [&](const auto &src) {
             uint4 r[4];
             for (int64_t v = threadIdx.x; v < p.H / 8; v += NT) src(v, p.H / 8, r);
         });
         __syncthreads(); /* stored before the V4 collapse reads them back */
     }
-    small_wait_stage(p, t, sm.epi);
+    mhc_small_wait_stage(p, t, sm.epi);
     switch (p.epi) {
     case MHC_EPI_GATES: mhc_epilogue_token<MHC_EPI_GATES>(p, t, true, sm.epi, s_row, gc); break;
     case MHC_EPI_DELAYED: mhc_epilogue_token<MHC_EPI_DELAYED>(p, t, true, sm.epi, s_row, gc); break;
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
     }
 }
 
-template <int PROD, int TPC> static dsv4_status_t launch(const mhc_pipe_t *p, cudaStream_t s) {
+template <int PROD, int TPC> static dsv4_status_t mhc_launch_small_tpc(const mhc_pipe_t *p, cudaStream_t s) {
     static const char *op = "mhc_small_t";
     static int smem_cache;
     const void *k = (const void *)mhc_small_kernel<PROD, TPC>;
@@ -255,12 +256,12 @@ template <int PROD, int TPC> static dsv4_status_t launch(const mhc_pipe_t *p, cu
     return dsv4_launch_status(op);
 }
 
-template <int PROD> static dsv4_status_t launch_tpc(const mhc_pipe_t *p, cudaStream_t s) {
+template <int PROD> static dsv4_status_t mhc_launch_small_prod(const mhc_pipe_t *p, cudaStream_t s) {
     switch (p->plan.tokens_per_cta) {
-    case 1: return launch<PROD, 1>(p, s);
-    case 2: return launch<PROD, 2>(p, s);
-    case 4: return launch<PROD, 4>(p, s);
-    case 5: return launch<PROD, 5>(p, s);
+    case 1: return mhc_launch_small_tpc<PROD, 1>(p, s);
+    case 2: return mhc_launch_small_tpc<PROD, 2>(p, s);
+    case 4: return mhc_launch_small_tpc<PROD, 4>(p, s);
+    case 5: return mhc_launch_small_tpc<PROD, 5>(p, s);
     }
     return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_small_t", "no kernel for %d tokens per CTA",
                      (int)p->plan.tokens_per_cta);
@@ -272,8 +273,8 @@ extern "C" dsv4_status_t mhc_launch_small(const mhc_pipe_t *p, dsv4_stream_t str
         (int64_t)p->plan.splits * MHC_SMALL_THREADS != p->H)
         return dsv4_fail(DSV4_STATUS_INTERNAL, "mhc_small_t", "plan does not match the compiled geometry");
     switch (p->prod) {
-    case MHC_PROD_POST: return launch_tpc<MHC_PROD_POST>(p, s);
-    case MHC_PROD_RES: return launch_tpc<MHC_PROD_RES>(p, s);
-    default: return launch_tpc<MHC_PROD_BCAST>(p, s);
+    case MHC_PROD_POST: return mhc_launch_small_prod<MHC_PROD_POST>(p, s);
+    case MHC_PROD_RES: return mhc_launch_small_prod<MHC_PROD_RES>(p, s);
+    default: return mhc_launch_small_prod<MHC_PROD_BCAST>(p, s);
     }
 }

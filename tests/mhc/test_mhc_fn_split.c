@@ -224,19 +224,20 @@ static th_buf_t make_split(th_ctx_t *t, const th_buf_t *dfn, const float *fn, in
     return out;
 }
 
-/* On the tensor-core route the workspace ends with K0's split (dsv4_mhc_plan_t): after a
- * call without fn_split it must equal the op's; after a call with fn_split it must still
- * hold its 0xFF poison (K0 skipped). */
+/* On the tensor-core route the workspace ends with the per-call fn split's rows
+ * (dsv4_mhc_plan_t): after a call without fn_split they must equal the op's; after a call
+ * with fn_split they must still hold their 0xFF poison (no per-call split). */
 static void ws_split_check(th_ctx_t *t, const th_buf_t *ws, const uint16_t *split, int64_t K, int given) {
     const size_t n = (size_t)(48 * K) * 2;
     uint8_t *w = mt_download(t, ws, "workspace");
     TH_CHECK(t, ws->bytes >= n, "workspace %zu bytes < the split's %zu", ws->bytes, n);
     if (w && split && ws->bytes >= n && !given)
-        th_cmp_bytes(t, "workspace split (per-call K0) vs dsv4_mhc_fn_split", w + ws->bytes - n, split, n);
+        th_cmp_bytes(t, "workspace split (per call) vs dsv4_mhc_fn_split", w + ws->bytes - n, split, n);
     if (w && ws->bytes >= n && given) {
         size_t written = 0;
         for (size_t i = ws->bytes - n; i < ws->bytes; ++i) written += w[i] != 0xFF;
-        TH_CHECK(t, written == 0, "with fn_split, %zu bytes of the workspace's split region were written (K0 ran)",
+        TH_CHECK(t, written == 0,
+                 "with fn_split, %zu bytes of the workspace's split region were written (the per-call split ran)",
                  written);
     }
     free(w);

@@ -44,7 +44,7 @@ static void check_sampled_gates(th_ctx_t *t, const char *name, const uint16_t *s
     mt_gather_f32(post, 4, ids, n, gp);
     mt_gather_f32(comb, 16, ids, n, gc);
     mt_gather_f32(pre, 4, ids, n, gr);
-    mt_check_gates(t, name, n, ids, X, NULL, K, (double)K, fn, scale, base, g, 1e-5, gm, gp, gc, gr);
+    mt_check_gates(t, name, n, ids, X, NULL, K, (double)K, fn, scale, base, g, MT_TOL_MIX, gm, gp, gc, gr);
     free(X);
 }
 
@@ -94,7 +94,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
         dsv4_mhc_collapse_desc_t cd = {T, H, variant, eps, 0, 0, 0};
         dsv4_mhc_collapse_args_t ca = {bc ? grout : in.R, variant == DSV4_MHC_V4 ? gpre : in.premix, in.w, li2, aux2};
         TH_OK(t, dsv4_mhc_collapse_ref(&cd, &ca));
-        mt_cmp_bf16(t, "layer_input vs collapse+norm reference (1 ulp)", gli, H, li2, H, T, NULL, 1, H, 1);
+        mt_cmp_bf16(t, "layer_input vs collapse+norm reference (1 ulp)", gli, H, li2, H, T, NULL, 1, H, MT_ULP_NORM);
         mt_cmp_bf16(t, "aux vs reference", gaux, H, aux2, H, T, NULL, 1, H, 0);
         check_sampled_gates(t, name, e, T, K, fn, in.scale, in.base, &d.gate, gmix, gpost, gcomb, gpre);
         free(gpost), free(gcomb), free(gpre), free(gmix), free(gli), free(gaux), free(grout), free(li2), free(aux2);

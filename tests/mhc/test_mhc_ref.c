@@ -11,7 +11,7 @@
 #include "mhc_test.h"
 #include "test_mhc.h"
 
-/* ---- the routing table (spec 6.1) and split geometry --------------------------------------- */
+/* ---- the routing table and split geometry --------------------------------------------------- */
 void test_plan_routing(th_ctx_t *t) {
     static const int64_t Ts[] = {0, 1, 5, 6, 12, 15, 16, 17, 64, 512, 2048, 8192};
     static const int64_t Hs[] = {4096, 5120, 7168, 1152};
@@ -167,8 +167,8 @@ void test_post_ref_random(th_ctx_t *t) {
                     TH_CHECK(t, 0, "post vs fp64: token %lld stream %d channel %lld: got %.9g, fp64 %.9g (bound %.3g)",
                              (long long)i, k, (long long)h, o, acc, bound);
             }
-        TH_CHECK(t, fabs(sq[i] - sqd) <= 1e-6 * sqd, "token %lld sqrsum %.9g, fp64 over the stored values %.9g",
-                 (long long)i, sq[i], sqd);
+        TH_CHECK(t, fabs(sq[i] - sqd) <= MT_TOL_SQRSUM_REF * sqd,
+                 "token %lld sqrsum %.9g, fp64 over the stored values %.9g", (long long)i, sq[i], sqd);
     }
     TH_CHECK(t, beyond == 0, "post vs fp64: %zu of %lld outputs beyond the fp32-chain bound", beyond, (long long)n);
     th_note(t, "%zu of %lld outputs differ from the correctly rounded fp64 value (fp32 FMA chain)", not_nearest,
@@ -201,7 +201,7 @@ void test_collapse_ref(th_ctx_t *t) {
             aux_bad += s != 0.0 && (abs(d16) > 1 || ((aux[i * H + h] ^ w) & 0x8000));
         }
     TH_CHECK(t, aux_bad == 0, "aux: %zu values further than 1 ulp from the fp64 stream mean", aux_bad);
-    /* pre-mix and norm, V4.1 and V4, against fp64 within 1 bf16 ulp */
+    /* pre-mix and norm, V4.1 and V4, against fp64 within MT_ULP_NORM_FP64 */
     for (int variant = 0; variant < 2; ++variant) {
         d.variant = variant;
         d.norm_eps = variant ? 1e-6f : 1e-20f;
@@ -224,7 +224,7 @@ void test_collapse_ref(th_ctx_t *t) {
                 want[i * H + h] = dsv4_f32_to_bf16((float)(dsv4_bf16_to_f32(yb[h]) * rn * dsv4_bf16_to_f32(in.w[h])));
         }
         mt_cmp_bf16(t, variant ? "V4 collapse+norm vs fp64" : "V4.1 collapse+norm vs fp64", out, H, want, H, T, NULL,
-                    1, H, 2);
+                    1, H, MT_ULP_NORM_FP64);
     }
     free(out);
     free(aux);
@@ -260,14 +260,14 @@ void test_gates_ref(th_ctx_t *t) {
     mt_seam_in_make(r, &in, 6, 256, 0, 0, 0, 1);
     const int64_t T = in.T, H = in.H, K = 4 * H;
     float post[24], comb[96], pre[24], mix[144];
-    for (int v4 = 0; v4 < 2; ++v4) {
-        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4), 0};
+    for (int v4_eps = 0; v4_eps < 2; ++v4_eps) {
+        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4_eps), 0};
         dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, mix, NULL};
         TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
         double *X = malloc((size_t)(T * K) * sizeof(double));
         for (int64_t e = 0; e < T * K; ++e) X[e] = dsv4_bf16_to_f32(in.R[e]);
-        mt_check_gates(t, v4 ? "gates ref (V4 eps)" : "gates ref (V4.1 eps)", T, NULL, X, NULL, K, (double)K, in.fn,
-                       in.scale, in.base, &d.gate, 1e-5, mix, post, comb, pre);
+        mt_check_gates(t, v4_eps ? "gates ref (V4 eps)" : "gates ref (V4.1 eps)", T, NULL, X, NULL, K, (double)K, in.fn,
+                       in.scale, in.base, &d.gate, MT_TOL_MIX, mix, post, comb, pre);
         for (int m = 0; m < 24; ++m) TH_CHECK(t, mix[m] == 0.0f, "zero token: mix[%d] = %g", m, mix[m]);
         free(X);
     }

@@ -1,7 +1,7 @@
 /*
  * CPU tests of the pipeline references (seam, pre, gates with broadcast): each is
  * checked against the standalone references (post, collapse, gates: the fused op must
- * reproduce them) and against the fp64 models of numerics.md section 8.
+ * reproduce them) and against the fp64 models of mhc_test.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -78,8 +78,8 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
     /* gates: the route's own projection input against fp64, and the unfused pipeline */
     double *X = malloc((size_t)(T * 4 * H) * sizeof(double)), *Xu = malloc((size_t)(T * 4 * H) * sizeof(double));
     mt_seam_X(&in, NULL, T, pl.unrounded_input, X, Xu);
-    mt_check_gates(t, name, T, NULL, X, Xu, 4 * H, 4.0 * H, in.fn, in.scale, in.base, &d.gate, 1e-5, o.mix, o.post,
-                   o.comb, o.pre);
+    mt_check_gates(t, name, T, NULL, X, Xu, 4 * H, 4.0 * H, in.fn, in.scale, in.base, &d.gate, MT_TOL_MIX, o.mix,
+                   o.post, o.comb, o.pre);
     if (pl.route == DSV4_MHC_ROUTE_TENSOR_CORE) {
         /* same input (the stored R_out), same reference: the gates op gives identical bits */
         seam_out_t g;
@@ -113,7 +113,7 @@ void test_seam_ref(th_ctx_t *t) {
 
 /* Model-shaped small-T seam: how far the small-T route's gates sit from the unfused
  * pipeline (projection of the stored bf16). ~1e-7 when the route projects the stored
- * values; up to ~3e-3 with MHC_SMALL_T_UNROUNDED (upstream's numerics). */
+ * values; up to ~3e-3 with MHC_SMALL_T_UNROUNDED (the model reference's numerics). */
 void test_seam_ref_route_gap(th_ctx_t *t) {
     seam_ref_case(t, 12, 5120, DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, 1, 1, 0, 0);
 }
@@ -153,8 +153,8 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     const int64_t K = bc ? H : 4 * H;
     double *X = malloc((size_t)(T * K) * sizeof(double));
     for (int64_t i = 0; i < T * K; ++i) X[i] = dsv4_bf16_to_f32(e[i]);
-    mt_check_gates(t, name, T, NULL, X, NULL, K, (double)K, bc ? fnb : in.fn, in.scale, in.base, &d.gate, 1e-5, o.mix,
-                   o.post, o.comb, o.pre);
+    mt_check_gates(t, name, T, NULL, X, NULL, K, (double)K, bc ? fnb : in.fn, in.scale, in.base, &d.gate, MT_TOL_MIX,
+                   o.mix, o.post, o.comb, o.pre);
     if (bc) {
         /* the broadcast projection equals the full one on the 4 copies (same rms; fn_bcast
          * rounds each sum once) */
@@ -163,7 +163,7 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
             for (int s = 0; s < 4; ++s)
                 for (int64_t h = 0; h < H; ++h) Xf[i * 4 * H + s * H + h] = dsv4_bf16_to_f32(e[i * H + h]);
         mt_check_gates(t, "broadcast gates vs the full projection of the copies", T, NULL, Xf, NULL, 4 * H, 4.0 * H,
-                       in.fn, in.scale, in.base, &d.gate, 1e-5, o.mix, o.post, o.comb, o.pre);
+                       in.fn, in.scale, in.base, &d.gate, MT_TOL_MIX, o.mix, o.post, o.comb, o.pre);
         free(Xf);
     }
     free(X);
