@@ -56,7 +56,7 @@ dsv4_status_t dsv4_decode_swa_indices(const dsv4_decode_swa_indices_desc_t *desc
     p.window = (int32_t)desc->window;
     p.page_tokens = (int32_t)desc->page_tokens;
     p.block_table_width = (int32_t)desc->block_table_width;
-    p.page_div = dsv4_idx_fastdiv_make((uint32_t)desc->page_tokens);
+    p.page_div = kv_page_div_make(desc->page_tokens);
     p.vec = dsv4_idx_vec16(p.out, s.out, desc->window);
     return dsv4_decode_swa_indices_launch(&p, stream);
 }

@@ -44,7 +44,7 @@ template <bool VEC> __global__ void __launch_bounds__(DSV4_DSW_THREADS) dsw_kern
             o[e] = -1;
             if (j < len) {
                 const uint32_t q = start + (uint32_t)j;
-                const uint32_t page = dsv4_idx_div(q, p.page_div);
+                const uint32_t page = kv_page_div(q, p.page_div.magic, p.page_div.shift);
                 if (page < (uint32_t)p.block_table_width) o[e] = (int)((uint32_t)__ldg(tab + page) * P + (q - page * P));
             }
         }

@@ -60,7 +60,7 @@ static void tt_plan(const dsv4_topk_translate_desc_t *d, const dsv4_tt_strides_t
     p->page_tokens = (int32_t)d->page_tokens;
     const int64_t lim = d->block_table_width * d->page_tokens; /* <= 2^30 * (2^31 - 1): no overflow */
     p->vlimit = (uint32_t)(lim < (INT64_C(1) << 31) ? lim : (INT64_C(1) << 31));
-    p->bs_div = dsv4_idx_fastdiv_make((uint32_t)d->page_tokens);
+    p->page_div = kv_page_div_make(d->page_tokens);
     /* Staging copies 16-byte chunks of a table row, so rows must start 16-byte aligned; it
      * stops at the last whole chunk inside the row (pages past it are looked up in place). */
     p->stage_end = dsv4_idx_vec16(in->block_table, s->table, 4) ? (uint32_t)(d->block_table_width & ~INT64_C(3)) : 0u;

@@ -107,7 +107,7 @@ static __device__ __forceinline__ void tt_emit(const dsv4_tt_params_t &p, const 
         for (int e = 0; e < 4; ++e) {
             const uint32_t x = (uint32_t)v[u][e];
             const bool ok = x < vlimit;
-            const uint32_t page = dsv4_idx_div(x, p.bs_div), off = page - win.base;
+            const uint32_t page = kv_page_div(x, p.page_div.magic, p.page_div.shift), off = page - win.base;
             const bool hit = off < win.len;
             int32_t phys = stage[hit ? off : 0u];
             if (ok && !hit) phys = __ldg(tab + page);
@@ -134,8 +134,8 @@ static __device__ __forceinline__ tt_window tt_stage(const dsv4_tt_params_t &p, 
                                                      int32_t *stage, int nv, int vmin, int vmax, int lane) {
     tt_window w = {0u, 0u};
     if (nv == 0) return w;
-    w.base = dsv4_idx_div((uint32_t)vmin, p.bs_div) & ~3u;
-    const uint32_t end = min((dsv4_idx_div((uint32_t)vmax, p.bs_div) | 3u) + 1u, p.stage_end);
+    w.base = kv_page_div((uint32_t)vmin, p.page_div.magic, p.page_div.shift) & ~3u;
+    const uint32_t end = min((kv_page_div((uint32_t)vmax, p.page_div.magic, p.page_div.shift) | 3u) + 1u, p.stage_end);
     const uint32_t len = end > w.base ? end - w.base : 0u;
     if (len <= DSV4_TT_STAGE_MIN_PAGES || len > DSV4_TT_STAGE_PAGES || len > DSV4_TT_STAGE_PAGES_PER_HIT * (uint32_t)nv)
         return w;

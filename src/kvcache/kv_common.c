@@ -41,13 +41,6 @@ dsv4_status_t kv_check_run(const char *op, dsv4_stream_t stream, const void *wor
     return dsv4_check_workspace(op, 0, workspace, workspace_bytes);
 }
 
-int kv_pow2_shift(int64_t P) {
-    if (P <= 0 || (P & (P - 1)) != 0) return -1;
-    int s = 0;
-    while ((INT64_C(1) << s) < P) ++s;
-    return s;
-}
-
 dsv4_status_t kv_sm_count(const char *op, int *count) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);

@@ -26,9 +26,6 @@ dsv4_status_t kv_check_row_stride(const char *op, const char *what, int64_t stri
 /* Run-call preamble shared by the operators: the stream and the (unused) workspace. */
 dsv4_status_t kv_check_run(const char *op, dsv4_stream_t stream, const void *workspace, size_t workspace_bytes);
 
-/* log2(P) when the page size P is a power of two, else -1 (the kernels then divide). */
-int kv_pow2_shift(int64_t P);
-
 /* Multiprocessors of the current device, for grids sized to what stays resident (a
  * device query: no allocation, no synchronization, legal during graph capture). */
 dsv4_status_t kv_sm_count(const char *op, int *count);

@@ -31,7 +31,7 @@ typedef struct {
     const int64_t *slot_mapping;
     uint8_t *cache;
     int64_t k_stride_row, num_tokens, P, page_stride_bytes, num_pages;
-    int p_shift; /* log2(P) or -1 */
+    kv_page_div_t page_div; /* slot / P */
 } kv_insert_params_t;
 
 __global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS) kv_insert_kernel(const kv_insert_params_t prm) {
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS) kv_in
             kv_row_load<true>(prm.k + next * prm.k_stride_row, lane, nw8);
         }
         int64_t page, p;
-        if (kv_slot_locate(slot, prm.P, prm.p_shift, prm.num_pages, &page, &p))
+        if (kv_slot_locate(slot, prm.P, prm.page_div, prm.num_pages, &page, &p))
             kv_warp_store_record(w, lane, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
                                  prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
         if (next >= prm.num_tokens) break;
@@ -72,7 +72,7 @@ extern "C" dsv4_status_t kv_insert_launch(const dsv4_kv_insert_desc_t *d, const 
     const int64_t cap = (int64_t)sms * KV_INSERT_CTAS_PER_SM;
     const kv_insert_params_t prm = {a->k, a->slot_mapping, a->cache, plan->k_stride_row, d->num_tokens,
                                     d->page_tokens, d->page_stride_bytes, d->num_pages,
-                                    kv_pow2_shift(d->page_tokens)};
+                                    kv_page_div_make(d->page_tokens)};
     const unsigned blocks = (unsigned)(plan->blocks < cap ? plan->blocks : cap);
     kv_insert_kernel<<<blocks, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("kv_insert");

@@ -42,7 +42,7 @@ typedef struct {
     int64_t q_stride_token, q_stride_head, kv_stride_row, max_position;
     int64_t P, page_stride_bytes, num_pages;
     float eps;
-    int p_shift; /* log2(P) or -1 */
+    kv_page_div_t page_div; /* slot / P */
 } kv_swa_params_t;
 
 /* q head: RMS factor over the whole row, then bf16(x * rq) or rotate-and-round. */
@@ -85,7 +85,7 @@ static __device__ __forceinline__ void swa_kv_row(const kv_swa_params_t &prm, in
     float c[4], s[4];
     kv_rope_coeffs(prm.cos_sin, pos, prm.max_position, lane, c, s); /* all loads in flight together */
     int64_t page, p;
-    if (!kv_slot_locate(slot, prm.P, prm.p_shift, prm.num_pages, &page, &p)) return;
+    if (!kv_slot_locate(slot, prm.P, prm.page_div, prm.num_pages, &page, &p)) return;
     if (lane >= KV_LANE_ROPE_FIRST) {
 #pragma unroll
         for (int m = 0; m < 4; ++m) w[4 + m] = kv_rope_word(w[4 + m], 1.0f, c[m], s[m]);
@@ -134,7 +134,7 @@ extern "C" dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *d, const 
     prm.page_stride_bytes = d->page_stride_bytes;
     prm.num_pages = d->num_pages;
     prm.eps = d->eps;
-    prm.p_shift = kv_pow2_shift(d->page_tokens);
+    prm.page_div = kv_page_div_make(d->page_tokens);
     kv_swa_write_kernel<<<(unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("kv_swa_write");
 }

@@ -81,7 +81,7 @@ int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t 
             const dsv4_decode_swa_indices_args_t *h, size_t out_off);
 
 /* Each file's tests. */
-void test_idx_fastdiv(th_ctx_t *t);
+void test_idx_page_division(th_ctx_t *t);
 void test_idx_planning(th_ctx_t *t);
 void test_kat_translate(th_ctx_t *t);
 void test_kat_translate_packed(th_ctx_t *t);

@@ -8,7 +8,7 @@
 #include "idx_test.h"
 
 static const th_test_t tests[] = {
-    {"indices.fastdiv", test_idx_fastdiv, TH_CPU},
+    {"indices.page_division", test_idx_page_division, TH_CPU},
     {"indices.planning", test_idx_planning, TH_CPU},
     {"indices.kat_translate", test_kat_translate, TH_CPU},
     {"indices.kat_translate_packed", test_kat_translate_packed, TH_CPU},

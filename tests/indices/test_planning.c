@@ -1,5 +1,6 @@
 /*
- * Host planning, without a GPU: the multiply-shift division the kernels use (against / on
+ * Host planning, without a GPU: the cache format's multiply-high division the kernels use
+ * (common/kv_format.h; its host form emulates __umulhi), against / on
  * every divisor up to 4096 and on random divisors up to 2^31-1, at the boundaries that break
  * a wrong multiplier: multiples of d and their neighbours, 2^31-1), the packed variant's
  * row groups and workspace, and the combine's column count.
@@ -7,18 +8,20 @@
 #include <stdint.h>
 
 #include "idx_test.h"
+#include "common/kv_format.h"
 #include "indices/index_common.h"
 #include "indices/topk_translate_config.h"
 
 static int check_div(th_ctx_t *t, uint32_t d, uint32_t n) {
-    const dsv4_idx_fastdiv_t f = dsv4_idx_fastdiv_make(d);
-    const uint32_t got = dsv4_idx_div(n, f), want = n / d;
+    const kv_page_div_t f = kv_page_div_make(d);
+    const uint32_t got = kv_page_div(n, f.magic, f.shift), want = n / d;
     if (got == want) return 1;
-    th_fail(t, __FILE__, __LINE__, "fastdiv: %u / %u = %u, want %u (mul %u shift %u)", n, d, got, want, f.mul, f.shift);
+    th_fail(t, __FILE__, __LINE__, "page division: %u / %u = %u, want %u (magic %u shift %d)", n, d, got, want, f.magic,
+            f.shift);
     return 0;
 }
 
-void test_idx_fastdiv(th_ctx_t *t) {
+void test_idx_page_division(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const uint32_t top = 0x7FFFFFFFu;
     for (uint32_t d = 1; d <= 4096 && !th_failed(t); ++d) {
