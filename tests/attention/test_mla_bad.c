@@ -53,8 +53,10 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 14: c->d.has_extra = 2, *field = "has_extra"; return 1;
     case 15: c->d.num_splits = 33, *field = "num_splits"; return 1;
     case 16: c->d.num_splits = -1, *field = "num_splits"; return 1;
-    case 17: c->d.config = 7, *field = "config"; return 1;
-    case 18: c->d.num_heads = 48, c->d.config = 2, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 17: c->d.config = DSV4_MLA_NUM_CONFIGS + 1, *field = "config"; return 1;
+    case 18:
+        c->d.num_heads = 48, c->d.config = DSV4_MLA_CONFIG_H32W4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
     case 19: c->d.scale = 1.0f / 0.0f, *field = "scale"; return 1;
     case 20: c->d.force_merge = -1, *field = "force_merge"; return 1;
     case 21: c->a.q = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "q"; return 1;
@@ -76,8 +78,12 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 35: c->ws = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "workspace"; return 1;
     case 36: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 37: c->d.main.cache.page_tokens = -32, *field = "main.cache.page_tokens"; return 1;
-    case 38: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 39: c->d.num_heads = 32, c->d.config = 5, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 38:
+        c->d.num_heads = 16, c->d.config = DSV4_MLA_CONFIG_WS32, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
+    case 39:
+        c->d.num_heads = 32, c->d.config = DSV4_MLA_CONFIG_WS64, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
     default: return 0;
     }
 }
@@ -95,7 +101,9 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 7: c->d.ids_stride = 100, *field = "ids.stride"; return 1;
     case 8: c->d.q_stride_head = 8, *field = "q_stride_head"; return 1;
     case 9: c->d.config = -1, *field = "config"; return 1;
-    case 10: c->d.num_heads = 16, c->d.config = 3, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 10:
+        c->d.num_heads = 16, c->d.config = DSV4_MLA_CONFIG_H32W8, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
     case 11: c->a.q = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "q"; return 1;
     case 12: c->a.kv = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "kv"; return 1;
     case 13: c->a.ids = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "ids"; return 1;
@@ -106,10 +114,16 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 18: c->a.out = (void *)MIS(c->a.out), *want = DSV4_STATUS_MISALIGNED, *field = "out"; return 1;
     case 19: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 20: c->d.scale = 0.0f / 0.0f, *field = "scale"; return 1;
-    case 21: c->d.config = 7, *field = "config"; return 1;
-    case 22: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 23: c->d.num_heads = 64, c->d.config = 5, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 24: c->d.num_heads = 64, c->d.config = 6, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 21: c->d.config = DSV4_MLA_NUM_CONFIGS + 1, *field = "config"; return 1;
+    case 22:
+        c->d.num_heads = 16, c->d.config = DSV4_MLA_CONFIG_WS32, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
+    case 23:
+        c->d.num_heads = 64, c->d.config = DSV4_MLA_CONFIG_WS64, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
+    case 24:
+        c->d.num_heads = 64, c->d.config = DSV4_MLA_CONFIG_H16W8, *want = DSV4_STATUS_UNSUPPORTED, *field = "config";
+        return 1;
     default: return 0;
     }
 }
