@@ -1,10 +1,11 @@
 /*
  * Benchmark cases of the attention family: sparse MLA prefill and decode, timed through
- * the public API. Case names carry the shape: T (tokens), H (heads), w (keys per token:
- * prefill width, or decode main+extra), optional cfg (forced kernel config) and S
- * (forced split count) and merge (1: second launch, 2: merge CTAs in the attention launch,
- * forced through the plan's SM count); names with a cfg or S are the sweep the config
- * choice comes from.
+ * the public API. Case names carry the shape as space-separated key=value tokens: T
+ * (tokens), H (heads), w (keys per token: prefill width, or decode main+extra), optional
+ * config (a forced kernel configuration by its dsv4_mla_config_name), S (a forced split
+ * count) and merge (1: second launch, 2: merge CTAs in the attention launch, forced
+ * through the plan's SM count); names with a config or S are the sweep the auto choices
+ * come from.
  *
  * Prefill: a 4-request chunk over a 4 x 48K-row bf16 workspace (192 MB, far above L2,
  * flushed before each rep); token t of request b picks width-128 distinct compressed
@@ -19,7 +20,7 @@
  * and T = 1 against the empty-kernel launch.
  *
  * --check compares a sample of tokens (say which in the config string) with the fp64
- * reference, tolerance of spec/numerics.md section 8.
+ * reference, held to the accuracy contract of include/dsv4/attention.h (DSV4_MLA_TOL_*).
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,27 +42,42 @@ static void fill_bf16(uint16_t *p, size_t n, double scale) {
     for (size_t i = 0; i < n; ++i) p[i] = dsv4_f32_to_bf16((float)(scale * rnd_normal()));
 }
 
-/* Parse "T64_H64_w128+512_cfg2_S3_merge1"-style names (missing fields stay 0). */
+/* Parse "T=64 H=64 w=128+512 config=h32w4 S=3 merge=1"-style names (missing keys stay 0,
+ * the auto choice; an unknown config name gives -1, which the plan rejects). */
 typedef struct {
     int T, H, w_main, w_extra, cfg, S, merge;
 } shape_t;
+static int config_id(const char *name) {
+    for (int c = DSV4_MLA_CONFIG_AUTO; c <= DSV4_MLA_NUM_CONFIGS; ++c)
+        if (!strcmp(name, dsv4_mla_config_name(c))) return c;
+    return -1;
+}
 static shape_t parse(const char *name) {
     shape_t s = {0, 0, 0, 0, 0, 0, 0};
-    const char *p;
-    if ((p = strstr(name, "T"))) s.T = atoi(p + 1);
-    if ((p = strstr(name, "_H"))) s.H = atoi(p + 2);
-    if ((p = strstr(name, "_w"))) {
-        s.w_main = atoi(p + 2);
-        const char *plus = strchr(p, '+');
-        if (plus) s.w_extra = atoi(plus + 1);
+    for (const char *p = name; *p;) {
+        const size_t n = strcspn(p, " ");
+        char tok[64];
+        snprintf(tok, sizeof tok, "%.*s", (int)n, p);
+        char *v = strchr(tok, '=');
+        if (v) {
+            *v++ = '\0';
+            if (!strcmp(tok, "T")) s.T = atoi(v);
+            else if (!strcmp(tok, "H")) s.H = atoi(v);
+            else if (!strcmp(tok, "w")) {
+                s.w_main = atoi(v);
+                const char *plus = strchr(v, '+');
+                if (plus) s.w_extra = atoi(plus + 1);
+            } else if (!strcmp(tok, "config")) s.cfg = config_id(v);
+            else if (!strcmp(tok, "S")) s.S = atoi(v);
+            else if (!strcmp(tok, "merge")) s.merge = atoi(v);
+        }
+        p += n;
+        while (*p == ' ') ++p;
     }
-    if ((p = strstr(name, "_cfg"))) s.cfg = atoi(p + 4);
-    if ((p = strstr(name, "_S"))) s.S = atoi(p + 2);
-    if ((p = strstr(name, "_merge"))) s.merge = atoi(p + 6);
     return s;
 }
 
-/* Tolerance check of sampled tokens (bf16 got vs fp64 ref), spec/numerics.md sec. 8. */
+/* Tolerance check of sampled tokens (bf16 got vs fp64 ref): attention.h's DSV4_MLA_TOL_*. */
 static int check_tokens(const uint16_t *got, const double *ref, int ntok, int H, double max_k, double *max_err) {
     double num = 0, den = 0, worst = 0;
     int nan_bad = 0;
@@ -74,7 +90,8 @@ static int check_tokens(const uint16_t *got, const double *ref, int ntok, int H,
         den += r * r;
     }
     *max_err = worst;
-    return !nan_bad && worst <= 1e-2 * max_k && (den == 0 ? num == 0 : sqrt(num / den) <= 5e-3);
+    return !nan_bad && worst <= DSV4_MLA_TOL_MAX_ABS * max_k &&
+           (den == 0 ? num == 0 : sqrt(num / den) <= DSV4_MLA_TOL_REL_L2);
 }
 
 /* ---- prefill ------------------------------------------------------------------------ */
@@ -234,8 +251,8 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
         free(got), free(ref), free(tmp);
     }
     snprintf(config, sizeof config,
-             "config=%lld heads/CTA=%lld warps=%lld rows/tile=%lld CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
-             (long long)plan.config, (long long)plan.heads_per_cta, (long long)plan.warps,
+             "config=%s heads/CTA=%lld warps=%lld rows/tile=%lld CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
+             dsv4_mla_config_name(plan.config), (long long)plan.heads_per_cta, (long long)plan.warps,
              (long long)plan.rows_per_tile, (long long)plan.ctas);
     bench_timing_t tm;
     if (bench_time(ctx, prefill_launch, &st, &tm) != DSV4_STATUS_SUCCESS) {
@@ -345,7 +362,7 @@ static dsv4_status_t decode_launch(bench_ctx_t *ctx, void *state) {
 }
 
 /* merge 1 / 2 picks that merge route through the SM count the plan sees (with an
- * explicit cfg and S, nothing else reads it). */
+ * explicit config and S, nothing else reads it). */
 static void decode_desc(dsv4_sparse_mla_decode_desc_t *d, int T, int H, int cfg, int S, int merge) {
     memset(d, 0, sizeof *d);
     d->num_tokens = T, d->num_heads = H, d->config = cfg, d->num_splits = S;
@@ -436,8 +453,8 @@ static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, 
     }
     char config[256];
     snprintf(config, sizeof config,
-             "config=%lld heads/CTA=%lld warps=%lld rows/tile=%lld S=%lld merge=%d CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
-             (long long)plan.config, (long long)plan.heads_per_cta, (long long)plan.warps,
+             "config=%s heads/CTA=%lld warps=%lld rows/tile=%lld S=%lld merge=%d CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
+             dsv4_mla_config_name(plan.config), (long long)plan.heads_per_cta, (long long)plan.warps,
              (long long)plan.rows_per_tile, (long long)plan.num_splits, plan.merge, (long long)plan.ctas);
     bench_timing_t tm;
     if (bench_time(ctx, decode_launch, &st, &tm) != DSV4_STATUS_SUCCESS) {
@@ -474,72 +491,72 @@ static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
 }
 
 const bench_case_t bench_attention_cases[] = {
-    {"sparse_mla_prefill", "T1536_H64_w640", run_prefill},
-    {"sparse_mla_prefill", "T1536_H64_w1152", run_prefill},
-    {"sparse_mla_prefill", "T1536_H32_w640", run_prefill},
-    {"sparse_mla_prefill", "T1536_H32_w1152", run_prefill},
-    {"sparse_mla_prefill", "T4096_H64_w640", run_prefill},
-    {"sparse_mla_prefill", "T4096_H64_w1152", run_prefill},
-    {"sparse_mla_prefill", "T4096_H32_w640", run_prefill},
-    {"sparse_mla_prefill", "T4096_H32_w1152", run_prefill},
-    {"sparse_mla_prefill", "T4096_H64_w640_cfg1", run_prefill},
-    {"sparse_mla_prefill", "T4096_H64_w640_cfg2", run_prefill},
-    {"sparse_mla_prefill", "T4096_H64_w640_cfg3", run_prefill},
-    {"sparse_mla_decode", "T64_H64_w128+512", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg1_S1", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg1_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S1", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S2_merge2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S3", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg2_S4", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg3_S3", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S1", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S3", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg4_S4", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg5", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+512_cfg5_S4", run_decode},
-    /* T64's fixed cost: config 5, S = 2, 0 / 4 / 8 / 12 tiles per CTA (20 in the row above) */
-    {"sparse_mla_decode", "T64_H64_w0+0_cfg5_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+0_cfg5_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+128_cfg5_S2", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+256_cfg5_S2", run_decode},
+    {"sparse_mla_prefill", "T=1536 H=64 w=640", run_prefill},
+    {"sparse_mla_prefill", "T=1536 H=64 w=1152", run_prefill},
+    {"sparse_mla_prefill", "T=1536 H=32 w=640", run_prefill},
+    {"sparse_mla_prefill", "T=1536 H=32 w=1152", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=64 w=640", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=64 w=1152", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=32 w=640", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=32 w=1152", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=64 w=640 config=h16w4", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=64 w=640 config=h32w4", run_prefill},
+    {"sparse_mla_prefill", "T=4096 H=64 w=640 config=h32w8", run_prefill},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h16w4 S=1", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h16w4 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w4 S=1", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w4 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w4 S=2 merge=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w4 S=3", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w4 S=4", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=h32w8 S=3", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws32 S=1", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws32 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws32 S=3", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws32 S=4", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws64", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+512 config=ws64 S=4", run_decode},
+    /* T = 64's fixed cost: ws64, S = 2, 0 / 4 / 8 / 12 tiles per CTA (20 in the row above) */
+    {"sparse_mla_decode", "T=64 H=64 w=0+0 config=ws64 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+0 config=ws64 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+128 config=ws64 S=2", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+256 config=ws64 S=2", run_decode},
     /* the same without partials and merge (S = 1: 0 / 8 tiles per CTA, 64 CTAs) */
-    {"sparse_mla_decode", "T64_H64_w0+0_cfg5_S1", run_decode},
-    {"sparse_mla_decode", "T64_H64_w128+0_cfg5_S1", run_decode},
-    {"sparse_mla_decode", "T16_H64_w128+512_cfg2", run_decode},
-    {"sparse_mla_decode", "T16_H64_w128+512_cfg4", run_decode},
-    {"sparse_mla_decode", "T16_H64_w128+512_cfg5", run_decode},
-    {"sparse_mla_decode", "T384_H64_w128+512_cfg2", run_decode},
-    {"sparse_mla_decode", "T384_H64_w128+512_cfg4", run_decode},
-    {"sparse_mla_decode", "T384_H64_w128+512_cfg5", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S8", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S16", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S21_merge1", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg1_S32", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg2_S20", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg6_S16", run_decode},
-    {"sparse_mla_decode", "T1_H64_w128+512_cfg6_S32", run_decode},
-    {"sparse_mla_decode", "T4_H64_w128+512_cfg1", run_decode},
-    {"sparse_mla_decode", "T4_H64_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T8_H64_w128+512_cfg2", run_decode},
-    {"sparse_mla_decode", "T8_H64_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T8_H64_w128+512_cfg5", run_decode},
-    {"sparse_mla_decode", "T12_H64_w128+512_cfg2", run_decode},
-    {"sparse_mla_decode", "T12_H64_w128+512_cfg5", run_decode},
-    {"sparse_mla_decode", "T12_H64_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T16_H64_w128+512_cfg6", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg1_S16", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S32", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg2_S21_merge1", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg4_S21", run_decode},
-    {"sparse_mla_decode", "T8_H32_w128+512_cfg4_S8", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=0+0 config=ws64 S=1", run_decode},
+    {"sparse_mla_decode", "T=64 H=64 w=128+0 config=ws64 S=1", run_decode},
+    {"sparse_mla_decode", "T=16 H=64 w=128+512 config=h32w4", run_decode},
+    {"sparse_mla_decode", "T=16 H=64 w=128+512 config=ws32", run_decode},
+    {"sparse_mla_decode", "T=16 H=64 w=128+512 config=ws64", run_decode},
+    {"sparse_mla_decode", "T=384 H=64 w=128+512 config=h32w4", run_decode},
+    {"sparse_mla_decode", "T=384 H=64 w=128+512 config=ws32", run_decode},
+    {"sparse_mla_decode", "T=384 H=64 w=128+512 config=ws64", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w4 S=8", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w4 S=16", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w4 S=21", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w4 S=21 merge=1", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w4 S=32", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h32w4 S=20", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w8 S=16", run_decode},
+    {"sparse_mla_decode", "T=1 H=64 w=128+512 config=h16w8 S=32", run_decode},
+    {"sparse_mla_decode", "T=4 H=64 w=128+512 config=h16w4", run_decode},
+    {"sparse_mla_decode", "T=4 H=64 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=8 H=64 w=128+512 config=h32w4", run_decode},
+    {"sparse_mla_decode", "T=8 H=64 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=8 H=64 w=128+512 config=ws64", run_decode},
+    {"sparse_mla_decode", "T=12 H=64 w=128+512 config=h32w4", run_decode},
+    {"sparse_mla_decode", "T=12 H=64 w=128+512 config=ws64", run_decode},
+    {"sparse_mla_decode", "T=12 H=64 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=16 H=64 w=128+512 config=h16w8", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=h16w4 S=16", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=h32w4 S=32", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=h32w4 S=21", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=h32w4 S=21 merge=1", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=ws32 S=21", run_decode},
+    {"sparse_mla_decode", "T=8 H=32 w=128+512 config=ws32 S=8", run_decode},
 };
 const int bench_attention_count = (int)(sizeof bench_attention_cases / sizeof bench_attention_cases[0]);

@@ -7,11 +7,12 @@ import ctypes
 
 from ._lib import check, proto
 from ._ops import addr, arg, as_dict, contiguous, empty, op, shape, side, struct, writable
+from ._structs import DSV4_MLA_DEFAULT_SCALE, DSV4_MLA_DIM
 from .kvcache import cache_geometry
 from .tensors import is_cuda, strides
 
-DIM = 512
-DEFAULT_SCALE = 0.044194173824159216  # DSV4_MLA_DEFAULT_SCALE = 512^-0.5
+DIM = DSV4_MLA_DIM
+DEFAULT_SCALE = DSV4_MLA_DEFAULT_SCALE  # 512^-0.5
 
 
 def _qo(o, q, out, anchor):
@@ -80,7 +81,8 @@ def sparse_mla_decode(q, main_cache, main_ids, main_lens, *, main_page_tokens, e
     slots of the main (SWA) list, then of the extra (compressed) list, K = V = the cached row.
 
     q: bf16 [T, H, 512]; *_cache: uint8 pages; *_ids: int32 [T, width] global slot ids;
-    *_lens: int32 [T]; sink: fp32 [H] or None. Returns out bf16 [T, H, 512]."""
+    *_lens: int32 [T]; sink: fp32 [H] or None; config: a dsv4_mla_config_t value
+    (_structs.DSV4_MLA_CONFIG_*, 0 = auto). Returns out bf16 [T, H, 512]."""
     desc, args, anchor, out = _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, extra_ids,
                                       extra_lens, extra_page_tokens, sink, out, scale, num_splits, force_merge,
                                       config, sm_count, main_page_stride_bytes, extra_page_stride_bytes, ref_out,
@@ -140,7 +142,8 @@ def sparse_mla_prefill(q, kv, ids, lens, *, sink=None, out=None, scale=0.0, conf
     """Sparse MLA prefill over bf16 rows: J(t) = ids[t, :lens[t]] restricted to [0, kv_rows).
 
     q: bf16 [T, H, 512]; kv: bf16 [rows, >= 512] or the [R, M, 512] workspace; ids: int32
-    [T, C] (the combined lists); lens: int32 [T]; sink: fp32 [H] or None. Returns out."""
+    [T, C] (the combined lists); lens: int32 [T]; sink: fp32 [H] or None; config: as for
+    sparse_mla_decode. Returns out."""
     desc, args, anchor, out = _prefill(q, kv, ids, lens, sink, out, scale, config, ref_out, ref_lse)
     op("sparse_mla_prefill")(desc, args, anchor, workspace)
     return out

@@ -1,12 +1,13 @@
-"""Sparse MLA on the host path: the fp64 reference against a float64 numpy model of
-spec/sparse-mla.md section 2 (gather, scores, softmax with the sink, weighted sum)."""
+"""Sparse MLA on the host path: the fp64 reference against a float64 numpy model of the
+formula in include/dsv4/attention.h (gather, scores, softmax with the sink, weighted sum)."""
 import numpy as np
 import pytest
 
 import deepinfer_sm80 as d
 import spec_model as sm
+from deepinfer_sm80._structs import DSV4_MLA_CONFIG_H32W4, DSV4_MLA_DEFAULT_SCALE
 
-SCALE = 0.044194173824159216
+SCALE = DSV4_MLA_DEFAULT_SCALE
 
 
 def _sink(rng, H, mode):
@@ -57,7 +58,8 @@ def run_decode(be, c, **kw):
 
 
 def check_close(got_bf16, ref64, rows, what):
-    """The header's tolerance, with max|K| taken over the rows the tokens listed."""
+    """The header's tolerance (DSV4_MLA_TOL_MAX_ABS and DSV4_MLA_TOL_REL_L2 of
+    include/dsv4/attention.h), with max|K| taken over the rows the tokens listed."""
     maxk = max((np.abs(r).max() for r in rows if len(r)), default=1.0)
     sm.assert_attention_close(got_bf16, ref64, maxk, what)
 
@@ -81,8 +83,9 @@ def test_decode_plan_and_struct_fields(rng):
     c = decode_case(rng, T=64, H=64)
     plan = d.sparse_mla_decode_plan(c["q"], c["cs"], c["mi"], c["ml"], main_page_tokens=c["P_s"],
                                     extra_cache=c["cc"], extra_ids=c["ei"], extra_lens=c["el"],
-                                    extra_page_tokens=c["P_c"], sm_count=132, num_splits=4, config=2)
-    assert plan["config"] == 2 and plan["num_splits"] == 4 and plan["merge"] == 1
+                                    extra_page_tokens=c["P_c"], sm_count=132, num_splits=4,
+                                    config=DSV4_MLA_CONFIG_H32W4)
+    assert plan["config"] == DSV4_MLA_CONFIG_H32W4 and plan["num_splits"] == 4 and plan["merge"] == 1
     assert plan["workspace_bytes"] == 64 * 4 * 64 * 515 * 4, plan
 
 

@@ -1,6 +1,6 @@
 /*
- * The fp8 record producer of sparse MLA decode (fp8_ds_mla caches, spec/kv-cache.md
- * sections 2-3): row sources, the staged copy of a slice group's record bytes and their
+ * The fp8 record producer of sparse MLA decode (fp8_ds_mla caches, the record and page
+ * of include/dsv4/kvcache.h): row sources, the staged copy of a slice group's record bytes and their
  * dequantization into a bf16 K tile. Used by the engine's decode kernel
  * (sparse_mla_decode_kernel.cu) and the warp-specialised decode kernel
  * (sparse_mla_decode_ws_kernel.cu, where the 4 or 8 PV warps are the slice groups).
@@ -89,7 +89,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
      * record bytes from DW wd on, one per NoPE dim, and for the last group also the RoPE
      * bf16 values up to byte 576. WD = 4: groups 0-2 own 128 codes (8 chunks of 16 B),
      * group 3 codes 384..447 and the RoPE values, bytes 384..575 (12 chunks); WD = 8
-     * (config 5): groups 0-6 own 64 codes (4 chunks), group 7 only the RoPE values,
+     * (ws64): groups 0-6 own 64 codes (4 chunks), group 7 only the RoPE values,
      * bytes 448..575 (8 chunks). The group's 64-dim scale blocks start at block
      * DW wd / 64 and lie in one 4-byte word of the slot's 8 scale bytes, at 4 * (block /
      * 4). */
@@ -106,8 +106,8 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     };
 
     /* Slice group wd's cp.async of ring slot `slot` into raw[buf] (the slice table above).
-     * With FLAGS group 0 writes the key flags into c.meta[buf] (the engine; config 4/5's
-     * producer writes them when the tile lands). */
+     * With FLAGS group 0 writes the key flags into c.meta[buf] (the engine; the ws32 and
+     * ws64 producer writes them when the tile lands). */
     template <class C, bool FLAGS, class Smem>
     static __device__ __forceinline__ void issue(Smem &sm, int slot, int buf, int wd) {
         static_assert(C::WD == 4 || C::WD == 8, "the slice table is for 4 or 8 dim slices");
@@ -119,7 +119,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
         const uint8_t *data = mla_src_ptr(src);
         /* chunk part + TPG k of the slice: the row's threads read adjacent chunks in each
          * step, so an instruction's requests are whole 32-byte sectors. (Whole lines per
-         * instruction, as in the prefill producer, measured 1% slower here: session 5.) */
+         * instruction, as in the prefill producer, measured slower here.) */
         const int cpt = slice_chunks<C>(wd) / C::TPG, off = C::DW * wd + 16 * part;
 #pragma unroll
         for (int k = 0; k < MaxChunks<C>::value / C::TPG; ++k)

@@ -43,8 +43,9 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "scale = %g is not finite", (double)scale);
     DSV4_TRY(dsv4_check_range(op, "config", config, 0, DSV4_MLA_NUM_CONFIGS));
     if (config && H % MLA_CFG_HC(config) != 0)
-        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op, "config %lld runs %d heads per CTA, which does not divide num_heads = %lld",
-                         (long long)config, MLA_CFG_HC(config), (long long)H);
+        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
+                         "config %s runs %d heads per CTA, which does not divide num_heads = %lld",
+                         dsv4_mla_config_name(config), MLA_CFG_HC(config), (long long)H);
     return DSV4_STATUS_SUCCESS;
 }
 
@@ -107,10 +108,9 @@ int64_t mla_auto_splits(int64_t T, int64_t head_groups, int64_t main_width, int6
     const int64_t units = T * head_groups;
     if (units == 0 || units >= sm_count) return 1;
     /* Up to one wave of resident CTAs (a partial second wave costs as much as a full
-     * one); within it the fewest tiles per CTA, which is the CTA's serial chain, with
-     * the fewest splits, which is the merge's work. Measured on the H200 (T = 1, 64 heads,
-     * 128 + 512 keys): S = 20 (33 keys: a third tile of one key) 18.5 us, S = 21 (32 keys)
-     * 16.8 us, S = 32 (20 keys) 18.3 us. */
+     * one); within it the fewest tiles per CTA, which is the CTA's serial chain (a tile
+     * of one key costs nearly a full one), with the fewest splits, which is the merge's
+     * work. */
     int64_t cap = sm_count * ctas_per_sm / units;
     if (cap > DSV4_MLA_MAX_SPLITS) cap = DSV4_MLA_MAX_SPLITS;
     int64_t best = 1, best_tiles = mla_split_tiles(main_width, extra_width, 1);

@@ -1,6 +1,6 @@
 /*
- * The split merge of one (token, head) row (spec/sparse-mla.md section 5), by 128
- * threads with 4 dims each, and its two homes:
+ * The split merge of one (token, head) row (include/dsv4/attention.h, Finalisation), by
+ * 128 threads with 4 dims each, and its two homes:
  *   - mla_merge_kernel (sparse_mla_decode_kernel.cu): a second launch, one CTA per row;
  *   - merge CTAs appended to the attention launch (mla_tile.cuh), when the plan says so
  *     (plan.merge == 2): each waits for the completion flags of the S attention CTAs
@@ -11,8 +11,8 @@
  * Each warp of the 128 works alone (no shared memory, no CTA barrier before the
  * output): lane s < S loads split s's (m, l) while every lane issues its acc loads
  * (4 dims, B splits at a time, all in flight), so a row costs one L2 round trip per
- * batch of B: 32 (all splits) in the merge CTAs of configs 1 and 2, 8 in those of the
- * 8-warp configs (config 3's 128-register cap spills with more); the second-launch
+ * batch of B: 32 (all splits) in the merge CTAs of h16w4 and h32w4, 8 in those of the
+ * 8-warp configs (h32w8's 128-register cap spills with more); the second-launch
  * kernel uses 2 or 8 (sparse_mla_decode_kernel.cu says why). M is a warp max (exact in
  * any order: no m is NaN), then the sums run in split order with w_s and l_s shuffled
  * from lane s; the sink is added exactly once, through the same functions as the
@@ -32,7 +32,7 @@
 #include "prim/grid_flag.cuh"
 #include "prim/mma.cuh"
 
-#ifndef MLA_MERGE_POLL_NS /* back-off between two looks at a row's flags (0, 16, 64: same times) */
+#ifndef MLA_MERGE_POLL_NS /* back-off between two looks at a row's flags (shorter: no faster) */
 #define MLA_MERGE_POLL_NS 64
 #endif
 static_assert(DSV4_MLA_MAX_SPLITS <= 32, "one lane per split holds (m, l)");

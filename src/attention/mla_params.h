@@ -48,8 +48,8 @@ typedef struct mla_params {
  * CTAs, then (decode with part_flags) the merge CTAs of mla_merge.cuh. */
 dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
-/* Configs 4 and 5 (mla_ws.cuh): sparse_mla_prefill_ws_kernel.cu (4),
- * sparse_mla_decode_ws_kernel.cu (4 and 5). */
+/* ws32 and ws64 (mla_ws.cuh): sparse_mla_prefill_ws_kernel.cu (ws32),
+ * sparse_mla_decode_ws_kernel.cu (both). */
 dsv4_status_t mla_launch_prefill_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 dsv4_status_t mla_launch_decode_ws(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream);
 /* Launch the split merge: T * H CTAs reading p->part_*, writing p->out. */

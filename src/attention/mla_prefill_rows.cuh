@@ -1,11 +1,11 @@
 /*
- * The bf16 row producer of sparse MLA prefill (spec/sparse-mla.md section 3): which rows
- * a slice group copies into a K tile, and how. Used by the engine's prefill kernel
+ * The bf16 row producer of sparse MLA prefill: which rows a slice group copies into a K
+ * tile, and how. Used by the engine's prefill kernel
  * (sparse_mla_prefill_kernel.cu, every slice group a producer) and by the
  * warp-specialised prefill kernel (sparse_mla_prefill_ws_kernel.cu, where the four PV
  * warps are the slice groups).
  *
- * Slice group wd (C::WH warps, one in every config that uses this) copies its 2 * DW
+ * Slice group wd (C::WH warps: one, or two in h32w8) copies its 2 * DW
  * bytes of each key row (the dims it multiplies) with cp.async 16-byte chunks straight
  * into the K tile, two rows (4 whole lines) per warp instruction. Each group fetches
  * the ids of its tiles itself, one tile before it copies their rows, and each lane
@@ -42,8 +42,8 @@ struct MlaPrefillProd {
 
     /* Slice group wd's cp.async of tile k's rows (ids in slot k & 1) into buffer `buf`.
      * Whole lines per instruction: each step copies two rows, 16 lanes per row, each lane
-     * one 16-byte chunk of the group's 2 * DW bytes (measured, session 5: 18% faster than
-     * single 32-byte sectors of 16 rows per instruction). A lane's rows are consecutive,
+     * one 16-byte chunk of the group's 2 * DW bytes (measured faster than single 32-byte
+     * sectors of 16 rows per instruction). A lane's rows are consecutive,
      * so their ids come in 16-byte loads. Prefill has one list (sparse_mla_prefill.c), so
      * every row checks against list 0. */
     template <class C, class Smem>

@@ -1,6 +1,6 @@
 /*
  * Online-softmax and finalisation arithmetic shared by the attention kernel (direct
- * write of a single split) and the split merge (spec/sparse-mla.md section 5).
+ * write of a single split) and the split merge (include/dsv4/attention.h, Finalisation).
  *
  * Bitwise S = 1 equivalence: the direct path and the merge both call the functions
  * below, in the same order, with every product and sum rounded separately (__fmul_rn /
@@ -13,7 +13,7 @@
  *
  * exp: __expf, i.e. ex2.approx(x * log2 e), the lowering upstream Triton uses for exp.
  * Its relative error (~2^-21 over the range a softmax sees) is far below the 2^-9 of
- * rounding p to bf16, the dominant term of the error budget (spec/numerics.md sec. 8).
+ * rounding p to bf16, the dominant term of the error budget (DSV4_MLA_TOL_MAX_ABS).
  */
 #ifndef DSV4_ATTENTION_MLA_SOFTMAX_CUH
 #define DSV4_ATTENTION_MLA_SOFTMAX_CUH
@@ -47,7 +47,7 @@ static __device__ __forceinline__ float mla_running_sum(float l, float alpha, fl
     return __fadd_rn(__fmul_rn(l, alpha), psum);
 }
 
-/* A row's sink (spec section 5), loaded once per row ahead of its use: the finalisation
+/* A row's sink, loaded once per row ahead of its use: the finalisation
  * runs behind the row's output stores, which a global load of the sink there would
  * have to wait for (the compiler cannot move it above them). */
 struct mla_row_sink {

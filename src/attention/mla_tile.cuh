@@ -1,7 +1,7 @@
 /*
  * The sparse MLA CTA engine shared by decode (fp8 records) and prefill (bf16 rows).
  *
- * Formula (spec/sparse-mla.md sections 2 and 5), per token t, head h, key rows K_j:
+ * Formula (include/dsv4/attention.h), per token t, head h, key rows K_j:
  *   s_j = scale * <q[t,h,:], K_j>  (512 wide);  online softmax over tiles of N = 16 keys;
  *   acc = sum_j bf16(e^(s_j - m)) K_j,  l = sum_j e^(s_j - m),  m = reference max
  *   (lazy: see Numerics below).
@@ -15,14 +15,14 @@
  *   - the K tile in shared memory serves both products: QK reads it with ldmatrix
  *     (keys = n), PV with ldmatrix.trans (keys = k), each B fragment feeding MT mmas.
  *
- * The WH warps that share a dim slice (a "slice group"; one warp in configs 1 and 2)
+ * The WH warps that share a dim slice (a "slice group"; one warp except in h32w8)
  * also own that slice of every K tile: they copy it, decode it (decode) and are its
  * only readers, in QK and in PV. So a tile's arrival and the reuse of its buffer are
  * ordered inside the group (its own cp.async wait + __syncwarp, or a named barrier for
  * WH = 2), not by a CTA barrier.
  *
  * Row sources, the producer's part (Prod::start / Prod::step):
- *   decode (v7, MlaRingRows below): a tile's 16 ids are turned into row sources once per
+ *   decode (MlaRingRows below): a tile's 16 ids are turned into row sources once per
  *   CTA, not once per slice group. Converter lanes (RPW = 16 / NW per warp, one row each)
  *   fetch the ids of tile k by cp.async, convert them AH tiles ahead of the tile's
  *   computation (validity, the record and scale addresses; Prod::convert), store the
@@ -30,7 +30,7 @@
  *   2 .. AH - 1 into L2); every slice group then issues its cp.async from the slot. A slot written in [A]
  *   of tile k - AH is read in [A] of tile k - 1 (AH >= 2: barriers [B], [C] lie between)
  *   and rewritten in [A] of tile k + 1, after barrier [B] of tile k.
- *   prefill (session 10): an address is one multiply-add, cheaper than a ring slot's
+ *   prefill: an address is one multiply-add, cheaper than a ring slot's
  *   bookkeeping, so each slice group fetches its own ids a tile ahead and its lanes
  *   compute their rows' addresses (sparse_mla_prefill_kernel.cu).
  *
@@ -62,13 +62,12 @@
  * Numerics: bf16 x bf16 products accumulated in fp32 by mma.sync (QK per 128-dim
  * slice, then the slices added in fixed order); p rounded to bf16 for PV only; one
  * bf16 rounding of the output. No atomics: results are deterministic.
- * One deviation from spec section 5's order (its contract is the fp64 tolerance of
- * section 6, which this keeps): m is a reference max that moves only when a tile's
- * max exceeds it by more than MLA_RESCALE_SLACK (lazy rescaling, as FlashAttention-4
- * does). Every p = e^(s - m) then stays <= e^slack (bf16 rounds it with the same
- * relative error), and the partials' m is that reference, which the merge's
- * w_s = e^(m_s - M) handles as it is; acc and l grow by up to e^8, which overflows
- * only for |K| above ~1e35. Measured: prefill 3-3.5% faster (session 9).
+ * m is not the running max but a reference max that moves only when a tile's max
+ * exceeds it by more than MLA_RESCALE_SLACK (lazy rescaling, as FlashAttention-4 does),
+ * so most tiles skip the O rescale; the accuracy contract of attention.h holds. Every
+ * p = e^(s - m) then stays <= e^slack (bf16 rounds it with the same relative error),
+ * and the partials' m is that reference, which the merge's w_s = e^(m_s - M) handles
+ * as it is; acc and l grow by up to e^8, which overflows only for |K| above ~1e35.
  */
 #ifndef DSV4_ATTENTION_MLA_TILE_CUH
 #define DSV4_ATTENTION_MLA_TILE_CUH
@@ -98,14 +97,14 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int NBO = DW / 8;       /* O n-blocks per warp          */
     static constexpr int NBS = N / 8;        /* score n-blocks (keys)        */
     /* softmax lanes per head row: all threads, at most N / 2 (a lane stores bf16 pairs);
-     * config 6's 256 threads for 16 rows leave warps 4-7 out of the softmax */
+     * h16w8's 256 threads for 16 rows leave warps 4-7 out of the softmax */
     static constexpr int LPR = THREADS / HC < N / 2 ? THREADS / HC : N / 2;
     static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
     static constexpr int SMAX_THREADS = HC * LPR;
     static constexpr int GT = 32 * WH;       /* threads of a slice group     */
     static constexpr int TPG = GT / N;       /* its producer threads per key row */
-    static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: config 5's four spill */
-    /* the id rows' L2 prefetch at the start (mla_prefetch_id_rows): config 3 (8 warps of
+    static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: ws64's four spill */
+    /* the id rows' L2 prefetch at the start (mla_prefetch_id_rows): h32w8 (8 warps of
      * 16 heads x 128 dims at the 128-register cap) spills with it */
     static constexpr bool PREFETCH_IDS = !(NW > 4 && WD == 4);
     static_assert(WH * 16 * MT == HC, "heads per CTA must be whole warp rows");
@@ -404,7 +403,7 @@ template <class C> static __device__ __forceinline__ int mla_epilogue_hw() {
 /* Where a warp's epilogue stages its bf16 rows (mla_epilogue, a batch of up to 2 m-blocks
  * = 32 rows at a time): rows hw .. of the two K tiles (k[2][MLA_N][MLA_KSTR], 32
  * consecutive rows), at its own dims, for producers whose tiles have that shape
- * (Prod::STAGE_OUT: prefill, decode configs 4 and 5); NULL otherwise.
+ * (Prod::STAGE_OUT: prefill, decode ws32 and ws64); NULL otherwise.
  * Called after the last reads of the tiles by other warps (a barrier before the
  * epilogue); the warp's own reads are ordered by the epilogue's __syncwarp. */
 template <class Prod, class C, class Smem>
@@ -420,7 +419,7 @@ static __device__ __forceinline__ uint16_t *mla_epilogue_stage(Smem &sm, int hw,
 /* The sinks of this thread's epilogue rows, loaded before the barrier that precedes
  * mla_epilogue (one round trip, waited for at that barrier; loaded inside, each row's
  * load would follow the previous row's output stores: 4 round trips per PV warp of
- * config 4). */
+ * ws32). */
 template <class C> struct MlaEpiSinks {
     mla_row_sink r[C::MT][2];
 };
@@ -440,8 +439,8 @@ static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_pa
  * stores: 8 rows x 16 bytes per warp instruction) or, given a staging area
  * (mla_epilogue_stage), through shared memory as 16-byte chunks (512 contiguous bytes
  * per instruction; out and both its strides are 16-byte multiples, checked by the API):
- * on the H200 prefill's 4-byte stores cost 6.5% (a timing build without them, session
- * 16), and staging took back 1-2%; decode configs 4 and 5 2-3% at T384 (session 18). */
+ * the 4-byte stores were a measurable share of prefill's and of decode ws32 / ws64's
+ * time. */
 template <class C, bool FLAGS>
 static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const float *row_m, const float *row_l,
                                                     const MlaWork &w, const float (&o)[C::MT][C::NBO][4],
@@ -466,8 +465,8 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
             }
     } else {
         /* One divisor per row: the 2 * NBO quotients run 3 FFMAs each instead of
-         * __fdiv_rn's inlined fast path, range check and branch (11% of prefill's time at
-         * w640, session 9's profile). Same bits. Every row's finalisation first, then one
+         * __fdiv_rn's inlined fast path, range check and branch, which showed in
+         * prefill's profile. Same bits. Every row's finalisation first, then one
          * warp-uniform choice for all of them, so that the rows' dependent chains (shared
          * loads, exp, reciprocal, window checks) overlap instead of each running between
          * the previous row's stores and its own (two m-blocks of rows at a time). */
@@ -524,8 +523,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                     uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + 16 * mb + r) * p.o_sh +
                                     dim0 + 8 * c;
                     const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
-                    /* evict-first: the kernel never reads out back, L2 is for the K rows (0-0.7%,
-                     * session 16 run 5) */
+                    /* evict-first: the kernel never reads out back, L2 is for the K rows */
                     __stcs((uint4 *)dst, v);
                 }
                 if (mb + MB < C::MT) __syncwarp(); /* read before the next batch is staged */
@@ -540,8 +538,8 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 
 /* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows
  * j * R .. j * R + R - 1 of the T x H (token, head) rows, R = THREADS / 128, 128
- * threads each (mla_merge.cuh). Splits in flight: all 32 in configs 1 and 2, 8 in the
- * 8-warp configs 3 and 6 (in config 6, 16 or 24 measured the same: session 20 run 2). */
+ * threads each (mla_merge.cuh). Splits in flight: all 32 in h16w4 and h32w4, 8 in the
+ * 8-warp h32w8 (its register cap) and h16w8 (more measured no faster). */
 template <class C> static __device__ __forceinline__ void mla_merge_cta(const mla_params_t &p) {
     constexpr int R = C::THREADS / MLA_MERGE_THREADS;
     constexpr int B = C::NW <= 4 ? 32 : 8;
@@ -593,8 +591,7 @@ template <class Prod> struct MlaRingRows {
     /* Row `row` of tile k from its ids (landed with the caller's cp.async wait); then
      * the ids of tile k + 1 by cp.async. No L2 prefetch here: the tile's own cp.async,
      * issued a tile ahead, hides its DRAM latency, and the 7 prefetches per row cost the
-     * converter lanes more than they saved (H200, session 19 run 4: T384 H64 config 4
-     * -3.4 %, config 5 -1.7 %, config 2 -1.4 %, T64 -0.8 %, T1 unchanged). */
+     * converter lanes more than they saved. */
     template <class C, class Smem>
     static __device__ __forceinline__ void convert_next(const mla_params_t &p, const MlaWork &w, Smem &sm, int k,
                                                         int row) {

@@ -1,22 +1,22 @@
 /*
- * Configs 4 and 5: the warp-specialised sparse MLA CTA, shared by prefill (bf16 rows,
- * sparse_mla_prefill_ws_kernel.cu, config 4) and decode (fp8 records,
- * sparse_mla_decode_ws_kernel.cu, configs 4 and 5). Same formula and semantics as the
- * engine of mla_tile.cuh (spec/sparse-mla.md).
+ * ws32 and ws64: the warp-specialised sparse MLA CTA, shared by prefill (bf16 rows,
+ * sparse_mla_prefill_ws_kernel.cu, ws32) and decode (fp8 records,
+ * sparse_mla_decode_ws_kernel.cu, ws32 and ws64). Same formula and semantics as the
+ * engine of mla_tile.cuh (include/dsv4/attention.h).
  *
  * Why a second decomposition. The engine splits every product over 4 dim-slice warps,
  * so a tile's scores need a CTA-wide reduction and softmax between QK and PV (two CTA
  * barriers per tile), and each warp runs QK, softmax and PV of one tile in series: at
- * two CTAs per SM it stays under 25% of mma.sync (docs/history/attention-log.md, session 10's
- * barrier ablation). Here the roles are split so that QK of tile i + 1 runs while PV of
- * tile i does. A CTA of HC heads (MlaWsGeo: 32 in config 4, 64 in config 5) has
+ * two CTAs per SM it stays far below the mma.sync rate, even with its CTA barriers
+ * removed. Here the roles are split so that QK of tile i + 1 runs while PV of tile i
+ * does. A CTA of HC heads (MlaWsGeo: 32 in ws32, 64 in ws64) has
  *
  *   HC / 16 score warps (the last warps): score warp q owns heads 16q .. 16q + 15 and
  *     all 512 dims. Its Q (16 x 512 bf16) stays in registers as A fragments (128 regs),
  *     so a tile's scores come out of one warp's mma chains: no partial-score buffer, no
  *     CTA reduction. The online softmax runs in registers (4 lanes per head row, a quad
  *     shuffle for the max); the warp publishes bf16 p and alpha for its 16 rows.
- *   PVW PV warps (warps 0 .. PVW - 1; 4 in config 4, 8 in config 5): warp wd owns all HC
+ *   PVW PV warps (warps 0 .. PVW - 1; 4 in ws32, 8 in ws64): warp wd owns all HC
  *     heads and dims wd * 512 / PVW .. of O (128 fp32 regs) and is slice group wd of the
  *     row producer (Prod): after its PV of tile i it refills the buffer tile i leaves
  *     with its dims of tile i + 2 (prefill: copies the bf16 rows; decode: dequantizes
@@ -29,9 +29,9 @@
  *   PREADY[b]: score warps arrive after writing p and alpha of tile i; PV warps wait,
  *     then O = O * alpha + P K.
  * Reuse is ordered by the same two barriers: buffer b is rewritten (tile i + 2) only
- * after PV of tile i, which follows QK of tile i (PREADY); with two p slots (config 4),
+ * after PV of tile i, which follows QK of tile i (PREADY); with two p slots (ws32),
  * slot b is rewritten (tile i + 2) only after KFULL of tile i + 2, which PV warps arrive
- * after their PV of tile i. With one p slot (config 5: two do not fit next to 64 heads'
+ * after their PV of tile i. With one p slot (ws64: two do not fit next to 64 heads'
  * state in 48 KB) the score warps also wait at PFREE before writing p of tile i >= 1;
  * PV warps arrive there after their PV of tile i - 1.
  * Key flags live in two slots by buffer parity, written by the producer. FINAL:
@@ -43,25 +43,25 @@
  *
  * One (token, split, head group) per CTA, head group fastest. Partials of a split are
  * merged by the second-launch merge (no merge CTAs in this launch; a merge by the last
- * split's CTA measured slower, docs/history/attention-log.md, session 18). A persistent version
- * (each CTA walking items c, c + G, ... with its copies running ahead across item
- * boundaries) was 9-11% slower for prefill (session 11 run 4).
+ * split's CTA measured slower). A persistent version (each CTA walking items c, c + G,
+ * ... with its copies running ahead across item boundaries) measured slower for
+ * prefill.
  *
  * Numerics: as the engine (bf16 products, fp32 accumulation, lazy reference max, p
  * rounded to bf16 for PV), except that a score is one 512-wide mma chain per
  * accumulator (Prod::QK_CHAINS interleaved chains over the k-steps, added in order at
  * the end) instead of four 128-wide slice sums, and l is summed per lane (4 lanes per
- * row) and the 4 lanes' sums added at the end. Deterministic; within the same fp64
- * contract (spec section 6).
+ * row) and the 4 lanes' sums added at the end. Deterministic; within the same accuracy
+ * contract (include/dsv4/attention.h).
  *
- * Resources (168 registers either way): config 4 192 threads, 2 CTAs per SM; config 5
+ * Resources (168 registers either way): ws32 192 threads, 2 CTAs per SM; ws64
  * 384 threads, 1 CTA per SM; shared memory MLA_SMEM_PREFILL_WS / MLA_SMEM_DECODE_WS
  * (sparse_mla_config.h).
  *
  * A producer Prod provides: Geo (its MlaWsGeo), WsSmem (members k[2][MLA_N][MLA_KSTR] and
  * c, an MlaWsShared<Geo>), SPLITS (whether the grid has a split dimension), EARLY_Q
  * (whether the score warps load Q before w is known, across the barrier that publishes
- * it: prefill; decode config 5 spills 8 bytes on sm_90 with it), QK_CHAINS (the score
+ * it: prefill; decode ws64 spills 8 bytes on sm_90 with it), QK_CHAINS (the score
  * warps' accumulator chains, mla_ws_scores), STAGE_OUT (whether the
  * epilogue stages rows in k: mla_epilogue_stage), ws_pre_start(t) (the PV warps' work
  * before w is known: prefill fetches its first ids), ws_start() (the PV warps' start:
@@ -98,7 +98,7 @@ template <class G> constexpr bool mla_ws_geo_is(int id) {
            G::CTAS_PER_SM == MLA_CFG_CTAS_PER_SM(id);
 }
 /* ws32: 32 heads, 2 score + 4 PV warps, 2 CTAs per SM (168 registers) */
-typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_CFG_CTAS_PER_SM(DSV4_MLA_CONFIG_WS32)> MlaWsGeo4;
+typedef MlaWsGeo<32, MLA_WS_PV_WARPS, 2, MLA_CFG_CTAS_PER_SM(DSV4_MLA_CONFIG_WS32)> MlaWsGeo32;
 
 /* KFULL and PREADY + buffer; PV: the PV warps alone (decode's start); PFREE: p slot read */
 enum { MLA_WS_BAR_KFULL = 1, MLA_WS_BAR_PREADY = 3, MLA_WS_BAR_FINAL = 5, MLA_WS_BAR_PV = 6, MLA_WS_BAR_PFREE = 7 };
@@ -115,7 +115,7 @@ template <class G> struct MlaWsShared {
  * mma accumulator layout (rows g, g + 8; keys 2tq, 2tq + 1). NC interleaved accumulator
  * chains per score fragment over the k-steps (Prod::QK_CHAINS). With Q's 128 registers
  * at the 168-register cap, ptxas pays for NC = 2's second chain with the ldmatrix
- * prefetch in decode config 5 (half its k-steps load B right before the mma); NC = 1
+ * prefetch in decode ws64 (half its k-steps load B right before the mma); NC = 1
  * keeps two k-steps of B in flight instead, and the step is one dependent mma. */
 template <int NC>
 static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32][4], const uint16_t *kt,
@@ -226,7 +226,7 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Sme
     mla_pv<C>(o, &sm.k[BUF][0][0], sm.c.ps[G::P_SLOTS == 1 ? 0 : BUF], sm.c.alpha[BUF], 0, wd * C::DW, lane);
     /* one p slot: PV's mma has consumed this tile's p, the score warps may write the
      * next tile's (they wait for this from their second tile on; arriving right after
-     * the first mma instead measured the same, session 12 run 6) */
+     * the first mma instead measured no faster) */
     if (G::P_SLOTS == 1 && i + 1 < ntiles) dsv4_bar_arrive<MLA_WS_BAR_PFREE>(G::THREADS);
     if (i + 2 < ntiles) {
         __syncwarp(); /* every lane's ldmatrix of this slice before the refill overwrites it */
@@ -240,8 +240,8 @@ static __device__ __forceinline__ void mla_ws_pv_tile(const mla_params_t &p, Sme
  * K tiles (free after FINAL): each PV warp stages its dims of 16 rows at a time (rows
  * 2080 bytes apart: conflict-free float2 stores) and writes them as 16-byte chunks, 512
  * contiguous bytes per warp instruction, instead of the engine epilogue's 8-byte stores
- * that touch 8 rows per instruction (T64 H64 merge launch route 49.5 -> 47.9 us, sessions
- * 18 run 3 and 19 run 1). Warp-local: each warp reads back only its own dims. */
+ * that touch 8 rows per instruction (measured faster). Warp-local: each warp reads back
+ * only its own dims. */
 template <class C, class Smem>
 static __device__ __forceinline__ void mla_ws_store_partials(const mla_params_t &p, Smem &sm, const MlaWork &w,
                                                              const float (&o)[C::MT][C::NBO][4]) {

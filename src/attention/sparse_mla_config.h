@@ -55,7 +55,8 @@
  * half of each warp's per-tile chain for the latency-bound few-token case (prefill's
  * producer knows only 4 slices). WS rows: HC / 16 score warps of 16 heads x 512 dims and
  * WD PV warps of HC heads x 512 / WD dims; ws32 runs two CTAs per SM at 168 registers
- * (1.75x faster than one), ws64 one. */
+ * (one CTA with more registers measured slower), ws64 one (its 384 threads at 168
+ * registers fill the register file). */
 #define MLA_CONFIG_TABLE(X, a)                                       \
     /*  id                     name     HC  MT WD warps WS DEC CPS MINB */ \
     X(a, DSV4_MLA_CONFIG_H16W4, "h16w4", 16, 1, 4, 4, 0, 0, 2, 3)   \
@@ -117,8 +118,8 @@ DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE(16, 8), "sparse_mla decode h16w8");
  * tokens on (it dequantizes each key once per 64 heads); else h16w8 up to
  * MLA_DECODE_H16W8_MAX_T tokens (the most CTAs and the shortest per-warp chains); else,
  * when 32 | H, h32w4 below MLA_DECODE_WS32_MIN_T and ws32 from it on; else h16w4.
- * Prefill: ws32 when 32 | H (1.3-1.4x faster than h32w4), else h16w4. The crossovers are
- * H200 measurements listed in docs/attention.md (Decisions). */
+ * Prefill: ws32 when 32 | H (its QK of one tile overlaps PV of the previous one), else
+ * h16w4. The crossovers are H200 measurements listed in docs/attention.md (Decisions). */
 #ifndef MLA_DECODE_H16W8_MAX_T
 #define MLA_DECODE_H16W8_MAX_T 8
 #endif

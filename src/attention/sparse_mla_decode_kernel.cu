@@ -1,14 +1,15 @@
 /*
  * Sparse MLA decode kernels: the attention CTA reading paged fp8_ds_mla caches on the
- * engine of mla_tile.cuh (configs 1-3; the engine documents the formula, decomposition
- * and pipeline), and the split merge. Configs 4 and 5 are sparse_mla_decode_ws_kernel.cu.
+ * engine of mla_tile.cuh (h16w4, h32w4, h32w8 and h16w8; the engine documents the
+ * formula, decomposition and pipeline), and the split merge. ws32 and ws64 are
+ * sparse_mla_decode_ws_kernel.cu.
  *
  * Producer: mla_decode_rows.cuh (record addresses converted once per CTA into a ring,
  * slice groups staging their record bytes in a double-buffered raw stage, 2 x 16 x 576 B,
  * and dequantizing them into one bf16 K tile). Grid: T * S * H/HC attention CTAs (+ the
  * merge CTAs of plan.merge == 2, mla_merge.cuh).
  *
- * Merge (spec/sparse-mla.md section 5): mla_merge.cuh, either as CTAs appended to the
+ * Merge (include/dsv4/attention.h, Finalisation): mla_merge.cuh, either as CTAs appended to the
  * attention launch (plan.merge == 2) or as a second launch (plan.merge == 1).
  */
 #include <cuda_runtime.h>
@@ -28,7 +29,7 @@ extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, in
 /* ---- merge (mla_merge.cuh): the second-launch form, one CTA per (token, head) ------- */
 /* B splits in flight per batch. Its registers decide how many of these small CTAs are
  * resident: B = 8 takes 56-62, B = 2 36-40 (16 CTAs per SM on the H200 against 8), which
- * is what S <= 2 needs (T = 64, H = 64: S = 2, 4096 rows, B = 8 measured +1.5%). */
+ * is what S <= 2 needs: many rows of few splits (B = 8 measured slower there). */
 template <int B> __global__ void __launch_bounds__(MLA_MERGE_THREADS) mla_merge_kernel(mla_params_t p) {
     const int H = p.num_heads;
     mla_merge_row<false, B>(p, (int)blockIdx.x / H, (int)blockIdx.x % H, (int)threadIdx.x);

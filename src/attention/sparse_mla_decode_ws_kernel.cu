@@ -1,5 +1,5 @@
 /*
- * Sparse MLA decode, configs 4 and 5: the warp-specialised CTA of mla_ws.cuh
+ * Sparse MLA decode, ws32 and ws64: the warp-specialised CTA of mla_ws.cuh
  * (decomposition, handoffs, numerics) over paged fp8_ds_mla caches, with the record
  * producer of mla_decode_rows.cuh. Grid: T * S * H/HC CTAs (HC = 32 or 64); S > 1 (or
  * force_merge) writes raw partials that the second-launch merge combines.
@@ -12,22 +12,21 @@
  *      record: no other warp reads them).
  * So QK and softmax of tile i + 1 overlap PV of tile i and the dequantize pass of tile
  * i + 2, and step 3 overlaps QK of tile i + 2. Each record is decoded once per CTA for
- * all its heads (config 5 halves that work per head against config 4).
+ * all its heads (ws64 halves that work per head against ws32).
  *
  * Row sources (the ring of mla_tile.cuh): tiles 0 .. AHEAD - 1 are converted by the PV
  * warps at the start. Tile k >= AHEAD is converted in iteration k - AHEAD by the score
  * warps, with the ids of tile k + 1 fetched (no L2 prefetch: mla_tile.cuh's convert_next),
  * after their PREADY arrive of that iteration and before the next: on the PV warps (after
- * step 3) that work sat on every PV warp's per-tile path, a few lanes of each (config 4
- * 55.0 against 53.6 us, config 5 51.0-51.6 against 49.8-50.0 us at T64 H64, session 12
- * runs 2, 3, 5). It is staged in iteration k - 3, after the PV warps' PREADY sync of that
+ * step 3) that work sat on every PV warp's per-tile path, a few lanes of each (measured
+ * slower). It is staged in iteration k - 3, after the PV warps' PREADY sync of that
  * iteration, which follows the conversion (so AHEAD >= 4). Its slot is rewritten (tile
  * k + AHEAD + 1) only after a later barrier that the stage of tile k precedes. PV warp 0
  * writes a tile's key flags when it lands (from its ring slot: staging happens too early
  * for the flag slots).
  * Start: tiles 0 and 1 go through the raw buffer one after the other; then tile 2 is
  * staged. (Staging tile 0 in bf16 buffer 1's space to have both in flight at once
- * measured no gain: session 12 run 4.)
+ * measured no faster.)
  */
 #include <cuda_runtime.h>
 
@@ -44,11 +43,10 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     typedef G Geo;
     typedef typename G::Pv C;
     static constexpr bool SPLITS = true, EARLY_Q = false;
-    /* config 5: one chain, T64 -2.6 %, T384 -3.3 % (session 18 run 1); config 4 spills
-     * 8 bytes on sm_86 / sm_90 with one */
+    /* ws64: one chain (measured faster); ws32 spills 8 bytes on sm_86 / sm_90 with one */
     static constexpr int QK_CHAINS = G::HC == 64 ? 1 : 2;
     /* the output leaves through the two bf16 K tiles (mla_epilogue_stage), free after
-     * FINAL: T384 -2.9 % (config 4), -4.4 % (config 5), session 19 run 1 */
+     * FINAL: 16-byte chunks instead of 4-byte stores */
     static constexpr bool STAGE_OUT = true;
     static constexpr int R = AHEAD + 1;
     static_assert(AHEAD >= 4, "a ring slot is converted at least one barrier before it is staged");
@@ -140,16 +138,17 @@ template <class G> struct MlaDecodeWsProd : MlaDecodeProd {
     }
 };
 
-/* config 4: 32 heads */
-typedef MlaDecodeWsProd<MlaWsGeo4> MlaDecodeWs4;
-/* config 5: 64 heads, 4 score + 8 PV warps, one p slot, one CTA per SM */
-typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>> MlaDecodeWs5;
-static_assert(sizeof(MlaDecodeWs4::WsSmem) == MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla_config.h's budget is stale");
-static_assert(sizeof(MlaDecodeWs5::WsSmem) == MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla_config.h's budget is stale");
-static_assert(mla_ws_geo_is<MlaDecodeWs4::Geo>(DSV4_MLA_CONFIG_WS32) && mla_ws_geo_is<MlaDecodeWs5::Geo>(DSV4_MLA_CONFIG_WS64),
+/* ws32: 32 heads */
+typedef MlaDecodeWsProd<MlaWsGeo32> MlaDecodeWs32;
+/* ws64: 64 heads, 4 score + 8 PV warps, one p slot, one CTA per SM */
+typedef MlaDecodeWsProd<MlaWsGeo<64, 8, 1, 1>> MlaDecodeWs64;
+static_assert(sizeof(MlaDecodeWs32::WsSmem) == MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla_config.h's budget is stale");
+static_assert(sizeof(MlaDecodeWs64::WsSmem) == MLA_SMEM_DECODE_WS(64, 8, 1), "sparse_mla_config.h's budget is stale");
+static_assert(mla_ws_geo_is<MlaDecodeWs32::Geo>(DSV4_MLA_CONFIG_WS32) &&
+                  mla_ws_geo_is<MlaDecodeWs64::Geo>(DSV4_MLA_CONFIG_WS64),
               "sparse_mla_config.h's config table is stale");
 
 extern "C" dsv4_status_t mla_launch_decode_ws(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
-    return config == DSV4_MLA_CONFIG_WS32 ? mla_ws_launch<MlaDecodeWs4>("sparse_mla_decode", p, ctas, stream)
-                                : mla_ws_launch<MlaDecodeWs5>("sparse_mla_decode", p, ctas, stream);
+    return config == DSV4_MLA_CONFIG_WS32 ? mla_ws_launch<MlaDecodeWs32>("sparse_mla_decode", p, ctas, stream)
+                                          : mla_ws_launch<MlaDecodeWs64>("sparse_mla_decode", p, ctas, stream);
 }

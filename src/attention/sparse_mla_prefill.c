@@ -11,7 +11,8 @@ static dsv4_status_t check(const dsv4_sparse_mla_prefill_desc_t *d, mla_qo_geom_
     DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head,
                               d->out_stride_token, d->out_stride_head, d->scale, d->config, geom));
     if (MLA_CFG_DECODE_ONLY(d->config))
-        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %lld is a decode-only kernel", (long long)d->config);
+        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %s is a decode-only kernel",
+                         dsv4_mla_config_name(d->config));
     DSV4_TRY(dsv4_check_range(OP, "kv_rows", d->kv_rows, 0, INT64_C(1) << 40));
     const int64_t kv_stride = d->kv_stride ? d->kv_stride : DSV4_MLA_DIM;
     DSV4_TRY(dsv4_check_range(OP, "kv_stride", kv_stride, DSV4_MLA_DIM, INT64_C(1) << 40));

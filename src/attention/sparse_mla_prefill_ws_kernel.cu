@@ -1,7 +1,7 @@
 /*
- * Sparse MLA prefill, config 4 (the auto choice): the warp-specialised CTA of mla_ws.cuh
- * (decomposition, handoffs, numerics) over bf16 workspace rows. H200: 31-36% of mma.sync
- * against config 2's 22-25% (docs/history/attention-log.md, sessions 11 and 15).
+ * Sparse MLA prefill, ws32 (the auto choice when 32 divides H): the warp-specialised CTA
+ * of mla_ws.cuh (decomposition, handoffs, numerics) over bf16 workspace rows, whose QK of
+ * one tile overlaps PV of the previous one (faster than the engine's h32w4).
  *
  * Producer: the four PV warps are the slice groups of mla_prefill_rows.cuh. Each copies
  * its dims of tile i + 2 right after its PV of tile i, into the buffer tile i leaves,
@@ -16,10 +16,10 @@
 #include "attention/mla_ws.cuh"
 
 struct MlaPrefillWsProd : MlaPrefillProd {
-    typedef MlaWsGeo4 Geo;
+    typedef MlaWsGeo32 Geo;
     typedef Geo::Pv C;
     static constexpr bool SPLITS = false, EARLY_Q = true;
-    /* one chain: decode config 5 -3 %, prefill +4-7 % (session 18 run 1) */
+    /* two chains: one measured slower here, unlike decode ws64 */
     static constexpr int QK_CHAINS = 2;
     struct WsSmem {
         uint16_t k[2][MLA_N][MLA_KSTR];
@@ -50,8 +50,8 @@ struct MlaPrefillWsProd : MlaPrefillProd {
      * i + 3 in a commit group of their own, waited for at the next refill. The ids fetch
      * (two dependent shared loads of the work description, then the copy) runs while the
      * rows are in flight, and the arrive waits for the rows only: in one group, the rows'
-     * wait also waited for ids issued ~450 cycles after them (per-tile clock trace,
-     * session 15), on the loop that sets the tile rate (PV, refill, QK, softmax). */
+     * wait also waited for the ids issued after them, on the loop that sets the tile rate
+     * (PV, refill, QK, softmax). */
     template <int BUF>
     static __device__ __forceinline__ void ws_refill(const mla_params_t &p, const MlaWork &w, WsSmem &sm, int i,
                                                      int ntiles, int wd) {

@@ -1,8 +1,8 @@
 /*
- * CPU references of sparse MLA decode and prefill: a float64 evaluation of
- * spec/sparse-mla.md section 2 on the same K rows the kernels see (decode: the fp8
- * records dequantized exactly, numerics.md section 5, NaN lanes read as 0; prefill: the
- * bf16 rows). Per (token, head) a float64 online softmax over the list in order (the
+ * CPU references of sparse MLA decode and prefill: a float64 evaluation of the formula
+ * of include/dsv4/attention.h on the same K rows the kernels see (decode: the fp8
+ * records dequantized exactly as include/dsv4/kvcache.h says, NaN lanes read as 0;
+ * prefill: the bf16 rows). Per (token, head) a float64 online softmax over the list in order (the
  * rescaling is exact to ~1e-16, far below what the tests resolve), then
  *   M = max(m, sink);  out = acc e^(m-M) / (l e^(m-M) + e^(sink-M));  empty -> 0.
  * No allocation: rows are decoded on the fly into a 512-double buffer.

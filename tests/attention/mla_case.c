@@ -275,10 +275,8 @@ double mla_check_out(th_ctx_t *t, const char *what, const uint16_t *got, const d
         memcpy(r + k * row, ref + tk * row, row * sizeof(double));
     }
     const th_err_t e = th_err_f64(g, r, n);
-    /* spec/numerics.md section 8: the output is a convex combination of K rows; p in
-     * bf16 (2^-9 per weight) and the bf16 output bound the error at ~2^-8 max|K|. */
-    const double tol = 1e-2 * (max_abs_k > 0 ? max_abs_k : 1.0);
-    if (!th_check_err(t, what, e, tol, 5e-3)) {
+    const double tol = DSV4_MLA_TOL_MAX_ABS * (max_abs_k > 0 ? max_abs_k : 1.0);
+    if (!th_check_err(t, what, e, tol, DSV4_MLA_TOL_REL_L2)) {
         const size_t i = e.worst_abs;
         th_note(t, "%s: worst abs error at token %d head %zu dim %zu: got %.6g ref %.6g (max|K| %.4g, tol %.3g)", what,
                 tokens ? tokens[i / row] : (int)(i / row), (i / 512) % (size_t)H, i % 512, g[i], r[i], max_abs_k, tol);

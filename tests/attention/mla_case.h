@@ -87,8 +87,9 @@ void mla_make_chunk_list(th_rng_t *r, int T, int width, int64_t kv_rows, int32_t
 
 /*
  * Compare bf16 outputs [T, H, 512] (token stride H*512) with the fp64 reference on the
- * `ntok` tokens listed (tokens NULL: all T): NaN/inf positions, max abs <= 1e-2 * max|K|,
- * relative L2 <= 5e-3 (spec/numerics.md section 8). On failure the worst element is
+ * `ntok` tokens listed (tokens NULL: all T): NaN/inf positions, max abs <=
+ * DSV4_MLA_TOL_MAX_ABS * max|K|, relative L2 <= DSV4_MLA_TOL_REL_L2 (the accuracy
+ * contract of include/dsv4/attention.h). On failure the worst element is
  * printed as (token, head, dim) with both values. Returns the max abs error.
  */
 double mla_check_out(th_ctx_t *t, const char *what, const uint16_t *got, const double *ref, int T, int H,

@@ -28,6 +28,10 @@ typedef struct {
 } pre_call_t;
 
 #define MIS(p) ((const void *)((const char *)(p) + 2)) /* misaligned by 2 bytes */
+/* In the mutate functions: a forced configuration whose heads per CTA do not divide
+ * `heads`, or that the op does not have. */
+#define UNSUPPORTED_CONFIG(heads, cfg) \
+    (c->d.num_heads = (heads), c->d.config = (cfg), *want = DSV4_STATUS_UNSUPPORTED, *field = "config")
 
 /* Apply mutation i to a valid call; returns 0 past the last one. */
 static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **field) {
@@ -53,8 +57,8 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 14: c->d.has_extra = 2, *field = "has_extra"; return 1;
     case 15: c->d.num_splits = 33, *field = "num_splits"; return 1;
     case 16: c->d.num_splits = -1, *field = "num_splits"; return 1;
-    case 17: c->d.config = 7, *field = "config"; return 1;
-    case 18: c->d.num_heads = 48, c->d.config = 2, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 17: c->d.config = DSV4_MLA_NUM_CONFIGS + 1, *field = "config"; return 1;
+    case 18: UNSUPPORTED_CONFIG(48, DSV4_MLA_CONFIG_H32W4); return 1;
     case 19: c->d.scale = 1.0f / 0.0f, *field = "scale"; return 1;
     case 20: c->d.force_merge = -1, *field = "force_merge"; return 1;
     case 21: c->a.q = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "q"; return 1;
@@ -76,8 +80,8 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 35: c->ws = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "workspace"; return 1;
     case 36: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 37: c->d.main.cache.page_tokens = -32, *field = "main.cache.page_tokens"; return 1;
-    case 38: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 39: c->d.num_heads = 32, c->d.config = 5, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 38: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_WS32); return 1;
+    case 39: UNSUPPORTED_CONFIG(32, DSV4_MLA_CONFIG_WS64); return 1;
     default: return 0;
     }
 }
@@ -95,7 +99,7 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 7: c->d.ids_stride = 100, *field = "ids.stride"; return 1;
     case 8: c->d.q_stride_head = 8, *field = "q_stride_head"; return 1;
     case 9: c->d.config = -1, *field = "config"; return 1;
-    case 10: c->d.num_heads = 16, c->d.config = 3, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 10: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_H32W8); return 1;
     case 11: c->a.q = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "q"; return 1;
     case 12: c->a.kv = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "kv"; return 1;
     case 13: c->a.ids = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "ids"; return 1;
@@ -106,10 +110,10 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 18: c->a.out = (void *)MIS(c->a.out), *want = DSV4_STATUS_MISALIGNED, *field = "out"; return 1;
     case 19: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 20: c->d.scale = 0.0f / 0.0f, *field = "scale"; return 1;
-    case 21: c->d.config = 7, *field = "config"; return 1;
-    case 22: c->d.num_heads = 16, c->d.config = 4, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 23: c->d.num_heads = 64, c->d.config = 5, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
-    case 24: c->d.num_heads = 64, c->d.config = 6, *want = DSV4_STATUS_UNSUPPORTED, *field = "config"; return 1;
+    case 21: c->d.config = DSV4_MLA_NUM_CONFIGS + 1, *field = "config"; return 1;
+    case 22: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_WS32); return 1;
+    case 23: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_WS64); return 1;
+    case 24: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_H16W8); return 1;
     default: return 0;
     }
 }

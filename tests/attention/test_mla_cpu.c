@@ -238,54 +238,54 @@ static void test_plan(th_ctx_t *t) {
         int64_t want_config, want_S;
         int want_merge;
     } cases[] = {
-        /* T = 64, 64 heads: config 5 (T >= 16, 64 | H), 64 units of one CTA per SM < 132
-         * -> S = floor(132/64) = 2; configs 4 and 5 always merge in a second launch */
-        {64, 64, 128, 512, 132, 0, 0, 0, 5, 2, 1},
-        /* the same with config 2: 4096 merge rows are more than one wave (264) of merge
+        /* T = 64, 64 heads: ws64 (T >= 8, 64 | H), 64 units of one CTA per SM < 132
+         * -> S = floor(132/64) = 2; ws32 and ws64 always merge in a second launch */
+        {64, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS64, 2, 1},
+        /* the same with h32w4: 4096 merge rows are more than one wave (264) of merge
          * CTAs, a second launch too */
-        {64, 64, 128, 512, 132, 0, 0, 2, 2, 2, 1},
-        /* T = 64, 96 heads: 64 does not divide H -> config 4; 192 units fill the SMs */
-        {64, 96, 128, 512, 132, 0, 0, 0, 4, 1, 0},
-        /* T = 1: config 6 (T <= 8), 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21
+        {64, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_H32W4, DSV4_MLA_CONFIG_H32W4, 2, 1},
+        /* T = 64, 96 heads: 64 does not divide H -> ws32; 192 units fill the SMs */
+        {64, 96, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS32, 1, 0},
+        /* T = 1: h16w8 (T <= 8), 16-head CTAs (4 groups), S <= 32: 2 tiles from S = 21
          * (7 + 25 keys) on; S = 20 would leave a third tile of one key (7 + 26); 32 merge
          * CTAs (two rows each: 8 warps) appended */
-        {1, 64, 128, 512, 132, 0, 0, 0, 6, 21, 2},
-        /* the same with config 1: 64 merge CTAs of one row */
-        {1, 64, 128, 512, 132, 0, 0, 1, 1, 21, 2},
-        /* T = 8, 32 heads, config 6: 2 groups of 16 -> units 16, S <= 264 / 16 = 16: 3
+        {1, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W8, 21, 2},
+        /* the same with h16w4: 64 merge CTAs of one row */
+        {1, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_H16W4, DSV4_MLA_CONFIG_H16W4, 21, 2},
+        /* T = 8, 32 heads, h16w8: 2 groups of 16 -> units 16, S <= 264 / 16 = 16: 3
          * tiles from S = 14 (10 + 37 keys) on; 128 merge CTAs appended */
-        {8, 32, 128, 512, 132, 0, 0, 0, 6, 14, 2},
-        /* config 2 there: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
+        {8, 32, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W8, 14, 2},
+        /* h32w4 there: 1 group of 32 -> units 8, S <= min(33, 32): again 21; 256 merge
          * CTAs <= 264: appended */
-        {8, 32, 128, 512, 132, 0, 0, 2, 2, 21, 2},
-        /* 64 | H: config 5 from T = 8 (8 units of one CTA per SM, S <= 16: 3 tiles from
-         * S = 14), config 6 below; 32 | H: config 6 up to T = 8, then 2 (288 merge rows:
-         * a second launch), from T = 16 4; else 6, then 1 */
-        {7, 64, 128, 512, 132, 0, 0, 0, 6, 8, 2},
-        {8, 64, 128, 512, 132, 0, 0, 0, 5, 14, 1},
-        {9, 32, 128, 512, 132, 0, 0, 0, 2, 21, 1},
-        {16, 96, 128, 512, 132, 0, 0, 0, 4, 5, 1},
-        {8, 48, 128, 512, 132, 0, 0, 0, 6, 11, 2},
-        {9, 48, 128, 512, 132, 0, 0, 0, 1, 8, 1},
-        {16, 64, 128, 512, 132, 0, 0, 0, 5, 8, 1},
-        /* config 3 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
-        {4, 64, 128, 512, 132, 0, 0, 3, 3, 21, 2},
+        {8, 32, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_H32W4, DSV4_MLA_CONFIG_H32W4, 21, 2},
+        /* 64 | H: ws64 from T = 8 (8 units of one CTA per SM, S <= 16: 3 tiles from
+         * S = 14), h16w8 below; 32 | H: h16w8 up to T = 8, then h32w4 (288 merge rows:
+         * a second launch), from T = 16 ws32; else h16w8, then h16w4 */
+        {7, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W8, 8, 2},
+        {8, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS64, 14, 1},
+        {9, 32, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H32W4, 21, 1},
+        {16, 96, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS32, 5, 1},
+        {8, 48, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W8, 11, 2},
+        {9, 48, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W4, 8, 1},
+        {16, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS64, 8, 1},
+        /* h32w8 (8 warps): two merge rows per CTA, 4 x 64 / 2 = 128 appended */
+        {4, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_H32W8, DSV4_MLA_CONFIG_H32W8, 21, 2},
         /* T = 384, 64 heads: 768 units fill 132 SMs -> direct write */
-        {384, 64, 128, 512, 132, 0, 0, 0, 5, 1, 0},
-        /* config 5 at T = 1, 128 heads: 2 units of one CTA per SM, S <= 32 -> 21 */
-        {1, 128, 128, 512, 132, 0, 0, 5, 5, 21, 1},
+        {384, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS64, 1, 0},
+        /* ws64 at T = 1, 128 heads: 2 units of one CTA per SM, S <= 32 -> 21 */
+        {1, 128, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_WS64, DSV4_MLA_CONFIG_WS64, 21, 1},
         /* SWA-only, 128 keys: S <= min(floor(216/2), 32); one tile from S = 8 (16 keys) */
-        {2, 16, 128, 0, 108, 0, 0, 0, 6, 8, 2},
+        {2, 16, 128, 0, 108, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W8, 8, 2},
         /* H = 48 cannot use 32-head CTAs; 100 x 3 groups of 16 fill 132 SMs -> S = 1 */
-        {100, 48, 128, 512, 132, 0, 0, 0, 1, 1, 0},
+        {100, 48, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H16W4, 1, 0},
         /* forced */
-        {64, 64, 128, 512, 132, 1, 0, 3, 3, 1, 0},
-        {64, 64, 128, 512, 132, 1, 1, 0, 5, 1, 1},
-        {64, 64, 128, 512, 132, 16, 0, 1, 1, 16, 1},
-        /* config 4 has no merge CTAs: a second launch even where they would fit (T = 8) */
-        {64, 64, 128, 512, 132, 0, 0, 4, 4, 2, 1},
-        {8, 32, 128, 512, 132, 0, 0, 4, 4, 21, 1},
-        {64, 64, 128, 512, 132, 1, 1, 4, 4, 1, 1},
+        {64, 64, 128, 512, 132, 1, 0, DSV4_MLA_CONFIG_H32W8, DSV4_MLA_CONFIG_H32W8, 1, 0},
+        {64, 64, 128, 512, 132, 1, 1, DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_WS64, 1, 1},
+        {64, 64, 128, 512, 132, 16, 0, DSV4_MLA_CONFIG_H16W4, DSV4_MLA_CONFIG_H16W4, 16, 1},
+        /* ws32 has no merge CTAs: a second launch even where they would fit (T = 8) */
+        {64, 64, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_WS32, DSV4_MLA_CONFIG_WS32, 2, 1},
+        {8, 32, 128, 512, 132, 0, 0, DSV4_MLA_CONFIG_WS32, DSV4_MLA_CONFIG_WS32, 21, 1},
+        {64, 64, 128, 512, 132, 1, 1, DSV4_MLA_CONFIG_WS32, DSV4_MLA_CONFIG_WS32, 1, 1},
     };
     for (int i = 0; i < TH_COUNT(cases); ++i) {
         dsv4_sparse_mla_decode_desc_t d = plan_desc(cases[i].T, cases[i].H, cases[i].mw, cases[i].ew);
@@ -308,7 +308,7 @@ static void test_plan(th_ctx_t *t) {
         TH_CHECK(t, p.ctas == (int64_t)cases[i].T * p.num_splits * (cases[i].H / p.heads_per_cta), "case %d: ctas %lld",
                  i, (long long)p.ctas);
     }
-    /* The spec's examples of the partials: T = 64, S = 4, H = 32 -> 16.8 MB; T = 384,
+    /* The partials of two model shapes: T = 64, S = 4, H = 32 -> 16.8 MB; T = 384,
      * S = 4, H = 64 -> 201 MB; plus one flag word per partial row (attention.h). */
     dsv4_sparse_mla_decode_desc_t d = plan_desc(64, 32, 128, 512);
     d.num_splits = 4;
@@ -328,12 +328,12 @@ static void test_plan(th_ctx_t *t) {
     pd.width = 640;
     dsv4_sparse_mla_plan_t p;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
-    TH_CHECK(t, p.config == 4 && p.heads_per_cta == 32 && p.warps == 6 && p.num_splits == 1 && p.ctas == 8192,
+    TH_CHECK(t, p.config == DSV4_MLA_CONFIG_WS32 && p.heads_per_cta == 32 && p.warps == 6 && p.num_splits == 1 && p.ctas == 8192,
              "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config,
              (long long)p.heads_per_cta, (long long)p.warps, (long long)p.ctas);
     pd.num_heads = 16;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
-    TH_CHECK(t, p.config == 1 && p.heads_per_cta == 16, "prefill H=16: config %lld", (long long)p.config);
+    TH_CHECK(t, p.config == DSV4_MLA_CONFIG_H16W4 && p.heads_per_cta == 16, "prefill H=16: config %lld", (long long)p.config);
     TH_OK(t, dsv4_sparse_mla_prefill_workspace_size(&pd, &ws));
     TH_CHECK(t, ws == 0, "prefill workspace %zu", ws);
 }
