@@ -14,7 +14,6 @@ is a PyTorch comparison (scripts/compare_torch.py). The chart of a device file i
 import argparse
 import json
 import pathlib
-import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -24,7 +23,6 @@ RESULTS_MD = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 # Sparse MLA configurations by their number in older result files (dsv4_mla_config_t).
-CONFIG_NAMES = {"1": "h16w4", "2": "h32w4", "3": "h32w8", "4": "ws32", "5": "ws64", "6": "h16w8"}
 
 # The order of the per-op tables in docs/results.md: families as dsv4_bench runs them.
 FAMILIES = [
@@ -120,8 +118,7 @@ How a row is measured (bench/):
   (`--case` matches a substring, so it also runs every longer case that contains it).
   Case names follow the bench's grammar: parameters as `key=value` (the symbols of the
   headers: T tokens, H heads, K top-k width, P page tokens, R requests, W window, S splits,
-  w list widths, r compress ratio), then timing words. Rows recorded under older case names
-  are shown under the current ones.
+  w list widths, r compress ratio), then timing words.
 """
 
 
@@ -129,33 +126,7 @@ def load(path):
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     ceil = next((r for r in rows if r.get("op") == "ceilings"), None)
     cases = [r for r in rows if r.get("op") != "ceilings" and "median_us" in r]
-    for r in cases:
-        r["case"] = case_name(r["case"])
     return rows, ceil, cases
-
-
-def case_name(case):
-    """The case in the bench's case-name grammar; names that older dsv4_bench builds wrote
-    (T64_H64_w128+512_cfg5_S2, "gather rows=... req=...", "4req", ...) are rewritten."""
-    m = re.fullmatch(r"T(\d+)_H(\d+)_w([\d+]+)((?:_[A-Za-z]+\d+)*)", case)
-    if m:
-        parts = [f"T={m[1]}", f"H={m[2]}", f"w={m[3]}"]
-        for key, val in re.findall(r"_([A-Za-z]+)(\d+)", m[4]):
-            parts.append(f"config={CONFIG_NAMES.get(val, val)}" if key == "cfg" else f"{key}={val}")
-        return " ".join(parts)
-    c = re.sub(r"^gather (rows=\d+) req=(\d+)", r"\1 R=\2", case)
-    c = re.sub(r"^insert tokens=(\d+)", r"T=\1", c)
-    c = re.sub(r"^swa_write tokens=(\d+) heads=(\d+)", r"T=\1 H=\2", c)
-    c = re.sub(r" (\d+)req\b", r" R=\1", c)
-    c = c.replace(" swa-only", " r=0").replace("warm-in cold-out", "warm-in-cold-out")
-    c = c.replace("split per call", "split-per-call").replace("warm L2", "warm-l2")
-    m = re.fullmatch(r"(small-T|tensor-core) (.*)", c)
-    if m:
-        c = f"{m[2]} route={m[1].lower()}"
-    m = re.fullmatch(r"norm (.*)", c)
-    if m:
-        c = f"{m[1]} norm"
-    return c
 
 
 def label(r):
