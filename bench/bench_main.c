@@ -6,8 +6,10 @@
  *
  * With a GPU: measures the ceilings (copy bandwidth, mma.sync bf16 throughput, empty
  * launch), then runs every selected case: optional check against the CPU reference,
- * timing, one JSON line per case. Without a GPU: says so, and runs each family's CPU
- * reference on small model-shaped cases with their checks.
+ * timing, one JSON line per case (--json). Without a GPU: says so, and runs each case's
+ * CPU reference on a smaller input of the same kind with its checks; the table then names
+ * the GPU case each row stands for, not the shape that ran. Nothing is written without
+ * --json.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -89,11 +91,12 @@ int main(int argc, char **argv) {
         if (bench_measure_ceilings(&ctx)) return 1;
     } else {
         printf("NO GPU FOUND: no CUDA device with compute capability >= 8.0 is visible.\n"
-               "Running the CPU references on small model-shaped cases, with their checks; no GPU timings.\n");
+               "Running the CPU references with their checks, each on a smaller input of the same kind than\n"
+               "the GPU case it stands for (the case column names the GPU case); times are the references'.\n");
     }
 
-    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", "case", "median_us", "p10_us", "p90_us",
-           "throughput", "%ceil", "check");
+    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", ctx.have_gpu ? "case" : "case (GPU shape)",
+           "median_us", "p10_us", "p90_us", "throughput", "%ceil", "check");
     int ran = 0;
     for (const family_t *f = families; f->name; ++f) {
         if (*f->count == 0) {

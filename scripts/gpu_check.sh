@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU verification script. On a machine with a CUDA GPU: builds for the GPU present,
-# runs the whole test suite (GPU tests included), runs compute-sanitizer memcheck,
-# racecheck and synccheck over every GPU test, and runs the benchmark with checks. Logs and results go
-# to the folder given (default: gpu-results). Exit status is nonzero if anything failed.
+# runs the whole test suite (GPU tests and the long tier included), runs compute-sanitizer
+# memcheck, racecheck and synccheck over every GPU test, and runs the benchmark with checks.
+# Logs and results go to the folder given (default: gpu-results). Exit status is nonzero if
+# anything failed.
 #
 #   scripts/gpu_check.sh OUTDIR [bench args...]
-# Environment: DSV4_TESTS=0 skips the test suite; DSV4_SANITIZE=0 skips the sanitizer pass;
+# Environment: DSV4_TESTS=0 skips the test suite, DSV4_LONG_TESTS=0 its long tier;
+# DSV4_SANITIZE=0 skips the sanitizer pass;
 # DSV4_SANITIZER_EXCLUDE names test substrings (comma-separated) to leave out of the sanitizer
 # runs, DSV4_SANITIZE_ONLY the test binaries to run under it (space-separated names, default
 # all), DSV4_SANITIZE_TIMEOUT a limit in seconds for each sanitizer job;
@@ -25,6 +27,8 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.sm,cl
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d '.')
 export DSV4_BUILD_DIR=${DSV4_BUILD_DIR:-build-gpu}
 export DSV4_ARCHS=${DSV4_ARCHS:-${cc}-real}
+# The long tier (CTest label `long`, e.g. the 2^32 encoder sweep on the CPU) runs here.
+export DSV4_LONG_TESTS=${DSV4_LONG_TESTS:-1}
 
 step "build for sm_$cc"
 if ! scripts/build.sh >"$out/build.log" 2>&1; then
@@ -59,7 +63,7 @@ if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
         case " ${DSV4_SANITIZE_ONLY:-$(basename "$t")} " in *" $(basename "$t") "*) ;; *) continue ;; esac
         log="$out/sanitizer/$tool-$(basename "$t").log"
         # racecheck cannot follow bar.arrive -> bar.sync ordering (tools/racecheck_arrive_repro.cu):
-        # the attention test leaves its warp-specialised kernels (configs 4 and 5) out of that run only.
+        # the attention test leaves its warp-specialised kernels (ws32, ws64) out of that run only.
         rc_env=; [ "$tool" = racecheck ] && rc_env=DSV4_RACECHECK=1
         ( env $rc_env DSV4_TEST_EXCLUDE=${DSV4_SANITIZER_EXCLUDE:-} $tmo "$san" --tool "$tool" --error-exitcode 99 \
             "$t" --gpu-only >"$log" 2>&1; echo $? >"$log.rc" ) &

@@ -1,11 +1,9 @@
 // How fast can one warp issue mma.sync.m16n8k16 (bf16, fp32 accumulate)? Each warp holds C
 // independent accumulators and issues one mma into each per round, operands in registers,
 // one CTA of W warps per SM; prints cycles per mma per warp (clock) and the SM's rate.
-// H200, CUDA 13 (session 15): dependent latency 24 cycles (C = 1); one warp with 4 chains
-// issues one every 6.3 cycles; 3 warps per scheduler with 4 chains, 18 cycles per mma per
-// warp (the pipe is full at ~625 TFLOP/s). docs/history/attention-log.md, session 15, uses this to
-// say that prefill config 4's score warp (64 mma in 4 chains per tile, ~400 cycles alone)
-// is slowed by the other warps on its SM, not by its own chains. Build: nvcc -O3 -arch=sm_90.
+// docs/attention.md uses it to bound what a lone score warp's mma chains cost, apart from
+// the other warps sharing its SM. Build: cmake -DDSV4_BUILD_TOOLS=ON (target
+// mma_issue_probe), or nvcc -O3 -arch=sm_90 tools/mma_issue_probe.cu.
 #include <cstdio>
 #include <cstdint>
 template <int C> __global__ void k(int iters, float *sink, unsigned *cyc) {

@@ -2,11 +2,12 @@
 // Warp 0 produces buf, warp 1 consumes it; each direction is ordered by a named barrier
 // (MODE 0: the side that hands over arrives, the side that waits syncs, the PTX
 // producer / consumer pattern; MODE 1: bar.sync on both sides). Both are correctly
-// ordered and print the same result. On the H200 with CUDA 13's compute-sanitizer
-// (session 11), `compute-sanitizer --tool racecheck` reports 7 hazards for MODE 0 and
-// none for MODE 1: racecheck does not treat an arrive as ordering the arriving warp's
-// earlier accesses. This is why scripts/gpu_check.sh's racecheck run leaves prefill
-// config 4 (sparse_mla_prefill_ws_kernel.cu) out. Build: nvcc -arch=sm_80 -lineinfo.
+// ordered and print the same result. With CUDA 13's compute-sanitizer, `compute-sanitizer
+// --tool racecheck` reports hazards for MODE 0 and none for MODE 1: racecheck does not
+// treat an arrive as ordering the arriving warp's earlier accesses. This is why
+// scripts/gpu_check.sh's racecheck run leaves the warp-specialised attention kernels
+// (configurations ws32 and ws64) out. Build: cmake -DDSV4_BUILD_TOOLS=ON (target
+// racecheck_arrive_repro), or nvcc -arch=sm_80 -lineinfo tools/racecheck_arrive_repro.cu.
 #include <cstdio>
 __device__ __forceinline__ void bsync(int id) { asm volatile("bar.sync %0, 64;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void barr(int id) { asm volatile("bar.arrive %0, 64;" ::"r"(id) : "memory"); }

@@ -3,10 +3,10 @@
 // operations per value? Event-timed like dsv4_bench, L2 flushed (256 MB memset) before
 // each of 40 reps. A: K1's shape (32-token blocks, 8 threads per token row, 16 bytes per
 // stream, the next chunk's loads issued before this chunk's stores). B: 4x the bytes per
-// thread (128-token blocks, 2 tokens x 32 bytes of each stream). H200, CUDA 13 (session
-// 17): plain copy of the same bytes 21.0 us, A 18.4-18.5 us at S = 16-20, B 25-29 us.
-// docs/history/mhc-log.md ("How fast can a K1-shaped pass be") uses it to bound the T = 512 seam.
-// Build: nvcc -O3 -arch=sm_90.
+// thread (128-token blocks, 2 tokens x 32 bytes of each stream). Also times a plain copy
+// of the same bytes. docs/mhc.md uses it to bound the seam at T = 512.
+// Build: cmake -DDSV4_BUILD_TOOLS=ON (target seam_stream_probe), or nvcc -O3 -arch=sm_90
+// tools/seam_stream_probe.cu.
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
@@ -73,7 +73,7 @@ int main() {
     };
     time("empty launch", [&] { kcopy<<<1, 32>>>(R, Rn, 0); });
     time("copy same bytes (R+x -> Rn+yb)", [&] { kcopy<<<132 * 8, 256>>>(R, Rn, nR); kcopy<<<132 * 8, 256>>>(x, yb, nx); });
-    for (int S : {8, 16, 20}) { char nm[64]; snprintf(nm, 64, "A today-like S=%d (%d CTAs)", S, T / 32 * S); time(nm, [&] { kA<<<dim3(T / 32, S), 256>>>(R, x, Rn, yb, S); }); }
+    for (int S : {8, 16, 20}) { char nm[64]; snprintf(nm, 64, "A K1-like S=%d (%d CTAs)", S, T / 32 * S); time(nm, [&] { kA<<<dim3(T / 32, S), 256>>>(R, x, Rn, yb, S); }); }
     for (int S : {16, 40, 80}) { char nm[64]; snprintf(nm, 64, "B 4x per thread S=%d (%d CTAs)", S, T / 128 * S); time(nm, [&] { kB<<<dim3(T / 128, S), 256>>>(R, x, Rn, yb, S); }); }
     printf("err %s\n", cudaGetErrorString(cudaGetLastError()));
 }

@@ -1,4 +1,4 @@
-// How long is one Sinkhorn pass of the mHC gates (spec/mhc.md 3.4) in one warp, and do
+// How long is one Sinkhorn pass of the mHC gates (include/dsv4/mhc.h) in one warp, and do
 // other lane layouts with the same operations in the same order run it faster?
 //   A  the library's mhc_sinkhorn_lane: lane e holds C[j][k] (e = 4j + k); every pass
 //      gathers its row (column) by 4 width-16 shuffles, sums in index order, divides once.
@@ -6,14 +6,12 @@
 //      one sum); the row pass gathers all 16 values (16 shuffles) and divides 4 values.
 //   C  every lane holds all 16 values: no shuffles after the first gather, 16 divisions
 //      per pass.
-//   (Session 22 also ran F = A with __fdividef, not IEEE, to see what the divisions cost:
-//   102 cycles per pass; it is not kept here, being A's code with one call changed.)
 // Each warp runs N tokens back to back, each token's logits depending on the previous
 // result, and reports clock cycles per token; every variant's comb is compared bit for
-// bit with A over 2^20 random tokens (model-like logits and wide ones).
-// H200, CUDA 13 (session 22, docs/history/mhc-log.md): A 129 cycles per pass, B 325, C 984, F 102;
-// B and C bit-equal to A on all 16.8M values. A stays in the library.
-// Build: nvcc -O3 -arch=sm_90 -Iinclude -Isrc tools/sinkhorn_probe.cu
+// bit with A over 2^20 random tokens (model-like logits and wide ones). docs/mhc.md has
+// the result: B and C are bit-equal to A and slower, so A stays in the library.
+// Build: cmake -DDSV4_BUILD_TOOLS=ON (target sinkhorn_probe), or
+// nvcc -O3 -arch=sm_90 -Iinclude -Isrc tools/sinkhorn_probe.cu
 #include <cstdio>
 #include <cstdint>
 #include <cstring>

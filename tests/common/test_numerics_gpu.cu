@@ -4,8 +4,8 @@
  * The 2^32 sweep compares the device build of our encoders with the GPU's own
  * conversions: __nv_cvt_float_to_fp8(.., __NV_SATFINITE, __NV_E4M3), which is the
  * hardware cvt.rn.satfinite.e4m3x2.f32 on SM89+ and CUDA's software emulation on SM80/86,
- * and __float2bfloat16_rn (cvt.rn.bf16.f32). Only negative NaN may differ for e4m3
- * (spec/numerics.md section 3); NaN payloads are not compared for bf16.
+ * and __float2bfloat16_rn (cvt.rn.bf16.f32). Only negative NaN may differ for e4m3 (our
+ * encoder drops the sign: include/dsv4/numerics.h); NaN payloads are not compared for bf16.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
