@@ -99,7 +99,7 @@ static int check_tokens(const uint16_t *got, const double *ref, int ntok, int H,
 enum { PF_REQ = 4, PF_SLAB = 48 * 1024, PF_COMPRESSED = 32 * 1024, PF_TMAX = 4096, PF_HMAX = 64, PF_WMAX = 1152 };
 
 typedef struct {
-    uint16_t *kv_h;              /* host copy for the reference */
+    uint16_t *kv_h; /* host copy for the reference */
     void *kv, *q, *out, *ids, *lens, *sink;
     int32_t *ids_h, *lens_h;
     uint16_t *q_h;
@@ -239,9 +239,14 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
                            (size_t)s.H * 512 * 2);
             dsv4_sparse_mla_prefill_desc_t one = st.d;
             one.num_tokens = 1;
-            dsv4_sparse_mla_prefill_args_t a = {pw.q_h + (size_t)toks[k] * s.H * 512, pw.kv_h,
-                                                pw.ids_h + (size_t)toks[k] * s.w_main, pw.lens_h + toks[k], pw.sink_h,
-                                                tmp, ref + (size_t)k * s.H * 512, NULL};
+            dsv4_sparse_mla_prefill_args_t a = {pw.q_h + (size_t)toks[k] * s.H * 512,
+                                                pw.kv_h,
+                                                pw.ids_h + (size_t)toks[k] * s.w_main,
+                                                pw.lens_h + toks[k],
+                                                pw.sink_h,
+                                                tmp,
+                                                ref + (size_t)k * s.H * 512,
+                                                NULL};
             ok &= dsv4_sparse_mla_prefill_ref(&one, &a) == DSV4_STATUS_SUCCESS;
         }
         double err = 0;
@@ -440,9 +445,17 @@ static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, 
                            (size_t)s.H * 512 * 2);
             dsv4_sparse_mla_decode_desc_t one = st.d;
             one.num_tokens = 1;
-            dsv4_sparse_mla_decode_args_t a = {dw.q_h + (size_t)t * s.H * 512, dw.sw_h, dw.mids_h + t * DC_WM,
-                                               dw.mlens_h + t, dw.cc_h, dw.eids_h + t * DC_WE, dw.elens_h + t,
-                                               dw.sink_h, tmp, ref + (size_t)k * s.H * 512, NULL};
+            dsv4_sparse_mla_decode_args_t a = {dw.q_h + (size_t)t * s.H * 512,
+                                               dw.sw_h,
+                                               dw.mids_h + t * DC_WM,
+                                               dw.mlens_h + t,
+                                               dw.cc_h,
+                                               dw.eids_h + t * DC_WE,
+                                               dw.elens_h + t,
+                                               dw.sink_h,
+                                               tmp,
+                                               ref + (size_t)k * s.H * 512,
+                                               NULL};
             ok &= dsv4_sparse_mla_decode_ref(&one, &a) == DSV4_STATUS_SUCCESS;
         }
         double err = 0;
@@ -452,10 +465,11 @@ static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, 
         free(got), free(tmp), free(ref);
     }
     char config[256];
-    snprintf(config, sizeof config,
-             "config=%s heads/CTA=%lld warps=%lld rows/tile=%lld S=%lld merge=%d CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
-             dsv4_mla_config_name(plan.config), (long long)plan.heads_per_cta, (long long)plan.warps,
-             (long long)plan.rows_per_tile, (long long)plan.num_splits, plan.merge, (long long)plan.ctas);
+    snprintf(
+        config, sizeof config,
+        "config=%s heads/CTA=%lld warps=%lld rows/tile=%lld S=%lld merge=%d CTAs=%lld; check: tokens 0,T/3,2T/3,T-1",
+        dsv4_mla_config_name(plan.config), (long long)plan.heads_per_cta, (long long)plan.warps,
+        (long long)plan.rows_per_tile, (long long)plan.num_splits, plan.merge, (long long)plan.ctas);
     bench_timing_t tm;
     if (bench_time(ctx, decode_launch, &st, &tm) != DSV4_STATUS_SUCCESS) {
         printf("%s %s: %s\n", op, name, dsv4_last_error());

@@ -17,21 +17,21 @@
 typedef struct bench_ctx {
     int have_gpu;
     dsv4_device_info_t dev;
-    void *stream;            /* cudaStream_t created for the run                      */
-    double copy_gbps;        /* device copy bandwidth, bytes read + written per second */
-    double mma_tflops;       /* mma.sync bf16 throughput                              */
-    double empty_us;         /* event-timed empty kernel                              */
-    int check;               /* --check: verify each case before timing               */
-    int reps;                /* timed repetitions per case                            */
-    int quick;               /* --quick: fewer repetitions, smaller ceiling runs       */
-    FILE *json;              /* --json FILE (NULL: none)                              */
-    const char *commit;      /* --commit (git hash), "unknown" otherwise               */
+    void *stream;       /* cudaStream_t created for the run                      */
+    double copy_gbps;   /* device copy bandwidth, bytes read + written per second */
+    double mma_tflops;  /* mma.sync bf16 throughput                              */
+    double empty_us;    /* event-timed empty kernel                              */
+    int check;          /* --check: verify each case before timing               */
+    int reps;           /* timed repetitions per case                            */
+    int quick;          /* --quick: fewer repetitions, smaller ceiling runs       */
+    FILE *json;         /* --json FILE (NULL: none)                              */
+    const char *commit; /* --commit (git hash), "unknown" otherwise               */
     const char *argv0;
-    void *flush;             /* device buffer written before each rep to evict L2      */
+    void *flush; /* device buffer written before each rep to evict L2      */
     size_t flush_bytes;
-    int flush_clean;         /* --flush clean: read the buffer back after writing it   */
-    unsigned *flush_sink;    /* dsv4_probe_read's sink                                 */
-    int failures;            /* cases whose check failed                              */
+    int flush_clean;      /* --flush clean: read the buffer back after writing it   */
+    unsigned *flush_sink; /* dsv4_probe_read's sink                                 */
+    int failures;         /* cases whose check failed                              */
 } bench_ctx_t;
 
 typedef struct {
@@ -64,8 +64,8 @@ void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *o
 typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH } bench_ceiling_t;
 
 /* One JSON line plus one table row. `check` is "pass", "fail" or "skipped". */
-void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config,
-                  const bench_timing_t *tm, double bytes, double flops, bench_ceiling_t ceiling, const char *check);
+void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config, const bench_timing_t *tm,
+                  double bytes, double flops, bench_ceiling_t ceiling, const char *check);
 void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const bench_timing_t *tm,
                       const char *check);
 
@@ -88,8 +88,8 @@ void bench_dev_free(void *p);
 int bench_upload(void *dst, const void *src, size_t bytes);
 int bench_download(void *dst, const void *src, size_t bytes);
 
-#define BENCH_FAMILY(name)                           \
-    extern const bench_case_t bench_##name##_cases[]; \
+#define BENCH_FAMILY(name)                                                                                             \
+    extern const bench_case_t bench_##name##_cases[];                                                                  \
     extern const int bench_##name##_count;
 #include "families.def"
 #undef BENCH_FAMILY

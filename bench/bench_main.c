@@ -35,8 +35,9 @@ static const family_t families[] = {
 int bench_measure_ceilings(bench_ctx_t *ctx);
 
 static void usage(void) {
-    printf("usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
-           "[--reps N] [--quick] [--flush write|clean]\n");
+    printf(
+        "usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
+        "[--reps N] [--quick] [--flush write|clean]\n");
 }
 
 int main(int argc, char **argv) {
@@ -90,13 +91,14 @@ int main(int argc, char **argv) {
                ctx.dev.l2_bytes / 1e6);
         if (bench_measure_ceilings(&ctx)) return 1;
     } else {
-        printf("NO GPU FOUND: no CUDA device with compute capability >= 8.0 is visible.\n"
-               "Running the CPU references with their checks, each on a smaller input of the same kind than\n"
-               "the GPU case it stands for (the case column names the GPU case); times are the references'.\n");
+        printf(
+            "NO GPU FOUND: no CUDA device with compute capability >= 8.0 is visible.\n"
+            "Running the CPU references with their checks, each on a smaller input of the same kind than\n"
+            "the GPU case it stands for (the case column names the GPU case); times are the references'.\n");
     }
 
-    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", ctx.have_gpu ? "case" : "case (GPU shape)",
-           "median_us", "p10_us", "p90_us", "throughput", "%ceil", "check");
+    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", ctx.have_gpu ? "case" : "case (GPU shape)", "median_us",
+           "p10_us", "p90_us", "throughput", "%ceil", "check");
     int ran = 0;
     for (const family_t *f = families; f->name; ++f) {
         if (*f->count == 0) {

@@ -75,13 +75,13 @@ static dsv4_status_t time_reps(bench_ctx_t *ctx, bench_launch_fn fn, void *const
             /* --flush clean: the memset left L2 full of dirty lines, whose write-back the
              * timed run would otherwise pay as it allocates; reading the buffer back
              * leaves clean lines (docs/results.md says how rows are measured). */
-            if (ctx->flush_clean &&
-                dsv4_probe_read(ctx->flush, ctx->flush_bytes, 4 * ctx->dev.sm_count, ctx->flush_sink,
-                                DSV4_STREAM(ctx->stream)) != DSV4_STATUS_SUCCESS)
+            if (ctx->flush_clean && dsv4_probe_read(ctx->flush, ctx->flush_bytes, 4 * ctx->dev.sm_count,
+                                                    ctx->flush_sink, DSV4_STREAM(ctx->stream)) != DSV4_STATUS_SUCCESS)
                 st = DSV4_STATUS_CUDA_ERROR;
         }
         cudaEventRecord(ev[2 * i], s);
-        for (int k = 0; k < per_rep && st == DSV4_STATUS_SUCCESS; ++k) st = fn(ctx, states[(i * per_rep + k) % nstates]);
+        for (int k = 0; k < per_rep && st == DSV4_STATUS_SUCCESS; ++k)
+            st = fn(ctx, states[(i * per_rep + k) % nstates]);
         cudaEventRecord(ev[2 * i + 1], s);
     }
     if (cudaStreamSynchronize(s) != cudaSuccess) st = DSV4_STATUS_CUDA_ERROR;
@@ -189,9 +189,10 @@ int bench_measure_ceilings(bench_ctx_t *ctx) {
     bench_dev_free(c.a);
     bench_dev_free(c.b);
     bench_dev_free(c.sink);
-    printf("ceilings (measured now, L2 flush %s): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty "
-           "launch %.2f us (p10 %.2f, p90 %.2f)\n",
-           bench_flush_name(ctx), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, empty.p10_us, empty.p90_us);
+    printf(
+        "ceilings (measured now, L2 flush %s): copy %.1f GB/s (read+write), mma.sync bf16 %.1f TFLOP/s, empty "
+        "launch %.2f us (p10 %.2f, p90 %.2f)\n",
+        bench_flush_name(ctx), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, empty.p10_us, empty.p90_us);
     if (ctx->json) {
         fprintf(ctx->json,
                 "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"ceilings\","
@@ -210,8 +211,8 @@ static const char *ceiling_name(bench_ceiling_t c) {
     return c == BENCH_CEIL_COPY ? "copy" : (c == BENCH_CEIL_MMA ? "mma" : "launch");
 }
 
-void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config,
-                  const bench_timing_t *tm, double bytes, double flops, bench_ceiling_t ceiling, const char *check) {
+void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config, const bench_timing_t *tm,
+                  double bytes, double flops, bench_ceiling_t ceiling, const char *check) {
     double gbps = bytes / (tm->median_us * 1e3), tflops = flops / (tm->median_us * 1e6);
     double frac = ceiling == BENCH_CEIL_COPY  ? gbps / ctx->copy_gbps
                   : ceiling == BENCH_CEIL_MMA ? tflops / ctx->mma_tflops
@@ -219,8 +220,8 @@ void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const
     char thr[32];
     if (ceiling == BENCH_CEIL_MMA) snprintf(thr, sizeof thr, "%.1f TF/s", tflops);
     else snprintf(thr, sizeof thr, "%.1f GB/s", gbps);
-    printf("%-16s %-34s %10.2f %10.2f %10.2f %12s %7.1f%% %6s\n", op, case_name, tm->median_us, tm->p10_us,
-           tm->p90_us, thr, 100.0 * frac, check);
+    printf("%-16s %-34s %10.2f %10.2f %10.2f %12s %7.1f%% %6s\n", op, case_name, tm->median_us, tm->p10_us, tm->p90_us,
+           thr, 100.0 * frac, check);
     fflush(stdout);
     if (!ctx->json) return;
     fprintf(ctx->json,
@@ -231,8 +232,8 @@ void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const
             "\"flush\":\"%s\",\"command\":\"dsv4_bench --op %s --case '%s'%s%s\"}\n",
             dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, op, case_name,
             config ? config : "", tm->median_us, tm->p10_us, tm->p90_us, tm->reps, bytes, flops, gbps, tflops,
-            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, bench_flush_name(ctx), op,
-            case_name, ctx->check ? " --check" : "", ctx->flush_clean ? " --flush clean" : "");
+            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, bench_flush_name(ctx),
+            op, case_name, ctx->check ? " --check" : "", ctx->flush_clean ? " --flush clean" : "");
     fflush(ctx->json);
 }
 

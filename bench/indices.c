@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "bench.h"
 #include "indices_bench.h"
 
@@ -48,7 +47,6 @@ void idxb_free_all(const void *const host[], int n_host, const void *const dev[]
     for (int i = 0; i < n_host; ++i) free((void *)host[i]);
     for (int i = 0; i < n_dev; ++i) bench_dev_free((void *)dev[i]);
 }
-
 
 int idxb_same(const char *what, const int32_t *got, const int32_t *want, size_t n) {
     for (size_t i = 0; i < n; ++i)
@@ -238,7 +236,7 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
         void *states[64];
         void *rot = idxb_rot_alloc(&s, sizeof s, nrot, off, outb, states);
         const int alloc_ok = rot != NULL;
-        const dsv4_status_t st = !alloc_ok             ? DSV4_STATUS_CUDA_ERROR
+        const dsv4_status_t st = !alloc_ok              ? DSV4_STATUS_CUDA_ERROR
                                  : warm == IDXB_WARM_IN ? bench_time_rotated(ctx, cmb_launch, states, nrot, 1, &tm)
                                  : warm == IDXB_WARM    ? bench_time_warm(ctx, cmb_launch, &s, &tm)
                                                         : bench_time(ctx, cmb_launch, &s, &tm);

@@ -159,8 +159,7 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
         int32_t *wi = malloc((size_t)(T + 1) * 4), *gi = malloc((size_t)(T + 1) * 4);
         if (!packed) {
             dsv4_topk_translate_args_t a = {s.topk, s.t2r, s.table, s.valid, want, wl};
-            ok = dsv4_topk_translate_ref(&s.d, &a) == DSV4_STATUS_SUCCESS &&
-                 !bench_run_once(ctx, tt_launch, &s) &&
+            ok = dsv4_topk_translate_ref(&s.d, &a) == DSV4_STATUS_SUCCESS && !bench_run_once(ctx, tt_launch, &s) &&
                  !bench_download(got, s.dev.global_indices, (size_t)(T * K) * 4) &&
                  !bench_download(gl, s.dev.lens, (size_t)T * 4) && idxb_same("global", got, want, (size_t)(T * K)) &&
                  idxb_same("lens", gl, wl, (size_t)T);
@@ -191,7 +190,7 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
     const int alloc_ok = rot != NULL;
     bench_launch_fn fn = packed ? tt_launch_packed : tt_launch;
     bench_timing_t tm;
-    const dsv4_status_t st = !ok || !alloc_ok     ? DSV4_STATUS_CUDA_ERROR
+    const dsv4_status_t st = !ok || !alloc_ok    ? DSV4_STATUS_CUDA_ERROR
                              : nrot > 1          ? bench_time_rotated(ctx, fn, states, nrot, 1, &tm)
                              : warm == IDXB_COLD ? bench_time(ctx, fn, &s, &tm)
                                                  : bench_time_warm(ctx, fn, &s, &tm);
@@ -291,10 +290,12 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
         dsw_free(&s);
         return !ok;
     }
-    dsv4_decode_swa_indices_args_t dev = {
-        idxb_upload(s.h.token_to_req, (size_t)T * 4), idxb_upload(s.h.positions, (size_t)T * 4),
-        idxb_upload(s.h.is_valid_token, (size_t)T),   idxb_upload(s.h.block_table, (size_t)(T * DSW_WIDTH) * 4),
-        bench_dev_alloc((size_t)(T * 128) * 4),       bench_dev_alloc((size_t)T * 4)};
+    dsv4_decode_swa_indices_args_t dev = {idxb_upload(s.h.token_to_req, (size_t)T * 4),
+                                          idxb_upload(s.h.positions, (size_t)T * 4),
+                                          idxb_upload(s.h.is_valid_token, (size_t)T),
+                                          idxb_upload(s.h.block_table, (size_t)(T * DSW_WIDTH) * 4),
+                                          bench_dev_alloc((size_t)(T * 128) * 4),
+                                          bench_dev_alloc((size_t)T * 4)};
     s.dev = dev;
     const char *check = "skipped";
     if (ctx->check) {

@@ -54,8 +54,8 @@ static const char *verdict(int checked, int ok) { return !checked ? "skipped" : 
  * bytes[0], bytes[1]) are duplicated, so consecutive runs read cold inputs (3 sets exceed
  * L2 for the cases that use this) with no flush in between. */
 enum { ROT_SETS = 3, ROT_PER_REP = 6, ROT_MAX_STATE = 256 };
-static int time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, const void *state, size_t state_size,
-                        const size_t off[2], const size_t bytes[2], bench_timing_t *tm) {
+static int time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, const void *state, size_t state_size, const size_t off[2],
+                        const size_t bytes[2], bench_timing_t *tm) {
     unsigned char sets[ROT_SETS][ROT_MAX_STATE];
     void *st[ROT_SETS], *copies[ROT_SETS][2] = {{0}};
     int ok = state_size <= ROT_MAX_STATE;
@@ -107,16 +107,20 @@ static void gather_cpu(void *st) {
 static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h) {
     const int64_t per = c->rows / c->reqs, width = (per + c->P - 1) / c->P, npages = c->reqs * width + 1;
     memset(h, 0, sizeof *h);
-    h->d = (dsv4_kv_gather_desc_t){.num_reqs = c->reqs, .block_table_width = width, .out_rows = per,
-                                   .max_gather_len = per, .page_tokens = c->P,
-                                   .page_stride_bytes = page_stride(c->P), .num_pages = npages};
+    h->d = (dsv4_kv_gather_desc_t){.num_reqs = c->reqs,
+                                   .block_table_width = width,
+                                   .out_rows = per,
+                                   .max_gather_len = per,
+                                   .page_tokens = c->P,
+                                   .page_stride_bytes = page_stride(c->P),
+                                   .num_pages = npages};
     const size_t cbytes = (size_t)(npages * h->d.page_stride_bytes);
     uint8_t *cache = malloc(cbytes);
     for (size_t i = 0; i < cbytes; ++i) {
         const int64_t in = (int64_t)(i % (size_t)h->d.page_stride_bytes);
         uint8_t b = (uint8_t)bench_rng_next(s);
         if (in < c->P * 576 && in % 576 < 448 && (b & 0x7F) == 0x7F) b ^= 1; /* no NaN codes */
-        if (in >= c->P * 576) b = (uint8_t)(115 + b % 21);                  /* scales */
+        if (in >= c->P * 576) b = (uint8_t)(115 + b % 21);                   /* scales */
         cache[i] = b;
     }
     int32_t *seq = malloc((size_t)c->reqs * 4), *table = malloc((size_t)(c->reqs * width) * 4);
@@ -192,8 +196,10 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
             if (c->rows >= 49152 && time_rotated(ctx, gather_launch, &dv, sizeof dv, off, sz, &tm)) {
                 char rname[96];
                 snprintf(rname, sizeof rname, "%s rotated", name);
-                snprintf(cfg, sizeof cfg, "as '%s', timed back to back over 3 cache/out sets (%d runs per event "
-                         "pair, no flush)", name, ROT_PER_REP);
+                snprintf(cfg, sizeof cfg,
+                         "as '%s', timed back to back over 3 cache/out sets (%d runs per event "
+                         "pair, no flush)",
+                         name, ROT_PER_REP);
                 bench_report(ctx, op, rname, cfg, &tm, (double)c->rows * (584 + 1024), 0, BENCH_CEIL_COPY,
                              verdict(ctx->check, ok));
             }
@@ -285,8 +291,10 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
             if (T == 65536 && time_rotated(ctx, insert_launch, &dv, sizeof dv, off, sz, &tm)) {
                 char rname[96], cfg[160];
                 snprintf(rname, sizeof rname, "%s rotated", name);
-                snprintf(cfg, sizeof cfg, "as '%s', timed back to back over 3 k/cache sets (%d runs per event pair, "
-                         "no flush)", name, ROT_PER_REP);
+                snprintf(cfg, sizeof cfg,
+                         "as '%s', timed back to back over 3 k/cache sets (%d runs per event pair, "
+                         "no flush)",
+                         name, ROT_PER_REP);
                 bench_report(ctx, op, rname, cfg, &tm, (double)T * (1024 + 584), 0, BENCH_CEIL_COPY,
                              verdict(ctx->check, ok));
             }
@@ -315,8 +323,13 @@ static void swa_cpu(void *st) {
  * a rotary table with theta = 10000 (unit cos^2 + sin^2). */
 static void swa_problem(int64_t N, int64_t H, uint64_t *s, swa_state_t *h) {
     const int64_t P = 32, npages = (N + P - 1) / P + 1;
-    h->d = (dsv4_kv_swa_write_desc_t){.num_tokens = N, .num_insert = N, .num_heads = H, .max_position = N,
-                                      .page_tokens = P, .page_stride_bytes = page_stride(P), .num_pages = npages,
+    h->d = (dsv4_kv_swa_write_desc_t){.num_tokens = N,
+                                      .num_insert = N,
+                                      .num_heads = H,
+                                      .max_position = N,
+                                      .page_tokens = P,
+                                      .page_stride_bytes = page_stride(P),
+                                      .num_pages = npages,
                                       .eps = 1e-6f};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
@@ -444,9 +457,10 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
         if (bench_time(ctx, swa_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
             printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
         } else {
-            bench_report(ctx, op, name,
-                         "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every 16th token",
-                         &tm, (double)N * ((double)H * 2048 + 1024 + 584), 0, BENCH_CEIL_COPY, verdict(ctx->check, ok));
+            bench_report(
+                ctx, op, name,
+                "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every 16th token", &tm,
+                (double)N * ((double)H * 2048 + 1024 + 584), 0, BENCH_CEIL_COPY, verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -456,23 +470,14 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
     return rc;
 }
 
-
 const bench_case_t bench_kvcache_cases[] = {
-    {"kv_gather", "rows=16384 R=1 P=64", run_gather},
-    {"kv_gather", "rows=16384 R=4 P=64", run_gather},
-    {"kv_gather", "rows=16384 R=1 P=256", run_gather},
-    {"kv_gather", "rows=16384 R=4 P=256", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=64", run_gather},
-    {"kv_gather", "rows=49152 R=4 P=64", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=256", run_gather},
-    {"kv_gather", "rows=49152 R=4 P=256", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=64", run_gather},
-    {"kv_gather", "rows=131072 R=4 P=64", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=256", run_gather},
-    {"kv_gather", "rows=131072 R=4 P=256", run_gather},
-    {"kv_insert", "T=65536 P=64", run_insert},
-    {"kv_insert", "T=8192 P=64", run_insert},
-    {"kv_swa_write", "T=8192 H=64", run_swa},
-    {"kv_swa_write", "T=8192 H=32", run_swa},
+    {"kv_gather", "rows=16384 R=1 P=64", run_gather},   {"kv_gather", "rows=16384 R=4 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=1 P=256", run_gather},  {"kv_gather", "rows=16384 R=4 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=64", run_gather},   {"kv_gather", "rows=49152 R=4 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=256", run_gather},  {"kv_gather", "rows=49152 R=4 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=64", run_gather},  {"kv_gather", "rows=131072 R=4 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=256", run_gather}, {"kv_gather", "rows=131072 R=4 P=256", run_gather},
+    {"kv_insert", "T=65536 P=64", run_insert},          {"kv_insert", "T=8192 P=64", run_insert},
+    {"kv_swa_write", "T=8192 H=64", run_swa},           {"kv_swa_write", "T=8192 H=32", run_swa},
 };
 const int bench_kvcache_count = (int)(sizeof bench_kvcache_cases / sizeof bench_kvcache_cases[0]);

@@ -189,9 +189,17 @@ static int seam_check(const host_in_t *h, const seam_state_t *s, char *note, siz
     const int64_t n = check_tokens(T, ids);
     dsv4_mhc_plan_t pl;
     dsv4_mhc_plan(T, H, 0, s->d.route, &pl);
-    host_in_t sub = {n, H, malloc((size_t)(n * H) * 2), malloc((size_t)(n * 4 * H) * 2), h->w,
-                     malloc((size_t)(4 * n) * 4), malloc((size_t)(16 * n) * 4), h->fn, malloc((size_t)(4 * n) * 4),
-                     {0}, {0}};
+    host_in_t sub = {n,
+                     H,
+                     malloc((size_t)(n * H) * 2),
+                     malloc((size_t)(n * 4 * H) * 2),
+                     h->w,
+                     malloc((size_t)(4 * n) * 4),
+                     malloc((size_t)(16 * n) * 4),
+                     h->fn,
+                     malloc((size_t)(4 * n) * 4),
+                     {0},
+                     {0}};
     memcpy(sub.scale, h->scale, sizeof sub.scale);
     memcpy(sub.base, h->base, sizeof sub.base);
     uint16_t *ref_R = malloc((size_t)(n * 4 * H) * 2), *ref_li = malloc((size_t)(n * H) * 2);
@@ -215,8 +223,8 @@ static int seam_check(const host_in_t *h, const seam_state_t *s, char *note, siz
     d.tokens = n;
     d.route = pl.route;
     float *rp = ref_g, post[256], comb[1024], pre[256];
-    dsv4_mhc_seam_args_t a = {sub.x, sub.R, sub.post, sub.comb, h->fn, h->scale, h->base, sub.pre_mix, h->w,
-                              ref_R, post,  comb,     pre,      ref_li, NULL,  NULL, NULL};
+    dsv4_mhc_seam_args_t a = {sub.x, sub.R, sub.post, sub.comb, h->fn,  h->scale, h->base, sub.pre_mix, h->w,
+                              ref_R, post,  comb,     pre,      ref_li, NULL,     NULL,    NULL};
     if (!bad && dsv4_mhc_seam_ref(&d, &a) == DSV4_STATUS_SUCCESS) {
         for (int64_t i = 0; i < n; ++i) {
             memcpy(rp + 24 * i, post + 4 * i, 16);
@@ -226,8 +234,8 @@ static int seam_check(const host_in_t *h, const seam_state_t *s, char *note, siz
         const int r_ulps = max_bf16_ulps(got_R, ref_R, n * 4 * H), li_ulps = max_bf16_ulps(got_li, ref_li, n * H);
         const double g = max_abs_diff(got_g, ref_g, 24 * n);
         bad = r_ulps != 0 || li_ulps > 1 || !(g <= 1e-5);
-        snprintf(note, note_len, "checked %s%lld tokens: R_out %d ulp, layer_input %d ulp, gates %.1e", T > 64 ? "sampled " : "",
-                 (long long)n, r_ulps, li_ulps, g);
+        snprintf(note, note_len, "checked %s%lld tokens: R_out %d ulp, layer_input %d ulp, gates %.1e",
+                 T > 64 ? "sampled " : "", (long long)n, r_ulps, li_ulps, g);
     } else {
         bad = 1;
         snprintf(note, note_len, "check could not run: %s", dsv4_last_error());
@@ -257,7 +265,8 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     uint16_t *R = malloc((size_t)(n * 4 * H) * 2), *R2 = malloc((size_t)(n * 4 * H) * 2);
     uint16_t *li = malloc((size_t)(n * H) * 2), *li2 = malloc((size_t)(n * H) * 2);
     float post[16], comb[64], pre[16];
-    cpu_seam_t c = {&h, {n, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0},
+    cpu_seam_t c = {&h,
+                    {n, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0},
                     {h.x, h.R, h.post, h.comb, h.fn, h.scale, h.base, h.pre_mix, NULL, R, post, comb, pre, li, NULL,
                      NULL, NULL}};
     bench_timing_t tm;
@@ -270,7 +279,8 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     bad |= memcmp(R, R2, (size_t)(n * 4 * H) * 2) != 0 || memcmp(li, li2, (size_t)(n * H) * 2) != 0;
     for (int64_t i = 0; i < n; ++i)
         for (int k = 0; k < 4; ++k) {
-            const double s = (double)comb[16 * i + k] + comb[16 * i + 4 + k] + comb[16 * i + 8 + k] + comb[16 * i + 12 + k];
+            const double s =
+                (double)comb[16 * i + k] + comb[16 * i + 4 + k] + comb[16 * i + 8 + k] + comb[16 * i + 12 + k];
             bad |= !(fabs(s - 1.0) <= 1e-5);
         }
     bench_report_cpu(ctx, op, name, &tm, bad ? "fail" : "pass");
@@ -279,8 +289,7 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     return bad;
 }
 
-static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route, int warm,
-                     int presplit) {
+static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route, int warm, int presplit) {
     if (!ctx->have_gpu) return seam_case_cpu(ctx, op, name, T, route);
     const int64_t H = H_BENCH;
     host_in_t h;
@@ -297,10 +306,9 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
     if (!bad && (warm ? bench_time_warm : bench_time)(ctx, seam_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         dsv4_mhc_plan_t pl;
         dsv4_mhc_plan(T, H, 0, route, &pl);
-        snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB fn=%s; %s",
-                 H_BENCH, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits,
-                 (int)pl.tokens_per_cta, (long long)pl.ctas, pl.workspace_bytes,
-                 presplit ? "pre-split" : "split per call", note);
+        snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB fn=%s; %s", H_BENCH,
+                 pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits, (int)pl.tokens_per_cta,
+                 (long long)pl.ctas, pl.workspace_bytes, presplit ? "pre-split" : "split per call", note);
         const double bytes = 20.0 * H * T, flops = 2.0 * 24 * 4 * H * T;
         bench_report(ctx, op, name, config, &tm, bytes, flops, T >= 512 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, check);
     } else {
@@ -315,9 +323,9 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
 /* warm = 1: inputs left in L2 by the previous rep (bench_time_warm), as in a decode step
  * where x comes straight from the sublayer; the main rows flush L2 first. presplit = 0:
  * fn_split = NULL (the per-call fn split on the tensor-core route). */
-#define SEAM_CASE(fn, T, route, warm, presplit)                                                      \
-    static int fn(bench_ctx_t *ctx, const char *op, const char *name) {                              \
-        return seam_case(ctx, op, name, T, route, warm, presplit);                                   \
+#define SEAM_CASE(fn, T, route, warm, presplit)                                                                        \
+    static int fn(bench_ctx_t *ctx, const char *op, const char *name) {                                                \
+        return seam_case(ctx, op, name, T, route, warm, presplit);                                                     \
     }
 SEAM_CASE(seam_t1, 1, 0, 0, 1)
 SEAM_CASE(seam_t6, 6, 0, 0, 1)

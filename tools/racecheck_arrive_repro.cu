@@ -16,21 +16,29 @@ template <int MODE> __global__ void k(int *out) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, acc = 0;
     for (int i = 0; i < 8; ++i) {
         if (warp == 0) {
-            if (i > 0) bsync(2);          /* consumer has read the previous value */
+            if (i > 0) bsync(2); /* consumer has read the previous value */
             buf[lane] = i * 100 + lane;
-            if (MODE == 0) barr(1); else bsync(1);
+            if (MODE == 0) barr(1);
+            else bsync(1);
         } else {
             bsync(1);
             acc += buf[31 - lane];
-            if (MODE == 0) { if (i < 7) barr(2); } else { if (i < 7) bsync(2); }
+            if (MODE == 0) {
+                if (i < 7) barr(2);
+            } else {
+                if (i < 7) bsync(2);
+            }
         }
     }
     if (warp == 1) out[lane] = acc;
 }
 int main() {
-    int *d; cudaMalloc(&d, 128);
-    k<0><<<1, 64>>>(d); k<1><<<1, 64>>>(d);
-    int h[32]; cudaMemcpy(h, d, 128, cudaMemcpyDeviceToHost);
+    int *d;
+    cudaMalloc(&d, 128);
+    k<0><<<1, 64>>>(d);
+    k<1><<<1, 64>>>(d);
+    int h[32];
+    cudaMemcpy(h, d, 128, cudaMemcpyDeviceToHost);
     printf("out[0] = %d (want %d)\n", h[0], 2800 + 8 * 31);
     return 0;
 }

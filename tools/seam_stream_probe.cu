@@ -13,19 +13,26 @@
 #include <cuda_runtime.h>
 #define T 512
 #define H 5120
-__device__ __forceinline__ uint4 mix(uint4 a, uint4 b) { return make_uint4(a.x + b.x, a.y ^ b.y, a.z + b.z, a.w ^ b.w); }
+__device__ __forceinline__ uint4 mix(uint4 a, uint4 b) {
+    return make_uint4(a.x + b.x, a.y ^ b.y, a.z + b.z, a.w ^ b.w);
+}
 // A: grid (T/32, S), 256 thr; chunk = 64 channels of each stream; CTA does 80/S chunks.
 __global__ void __launch_bounds__(256, 2) kA(const uint4 *R, const uint4 *x, uint4 *Rn, uint4 *yb, int S) {
     const int row = threadIdx.x / 8, grp = threadIdx.x % 8, t = blockIdx.x * 32 + row;
     const int cps = 80 / S, c0 = blockIdx.y * cps;
     uint4 r[4], xv;
-    auto ld = [&](int c) { const int v = c * 8 + grp; /* vector index in a 5120-channel row (640 vectors) */
+    auto ld = [&](int c) {
+        const int v = c * 8 + grp; /* vector index in a 5120-channel row (640 vectors) */
         for (int s = 0; s < 4; ++s) r[s] = R[((size_t)t * 4 + s) * 640 + v];
-        xv = x[(size_t)t * 640 + v]; };
+        xv = x[(size_t)t * 640 + v];
+    };
     ld(c0);
     for (int c = c0; c < c0 + cps; ++c) {
         uint4 o[4], y = xv;
-        for (int s = 0; s < 4; ++s) { o[s] = mix(r[s], xv); y = mix(y, o[s]); }
+        for (int s = 0; s < 4; ++s) {
+            o[s] = mix(r[s], xv);
+            y = mix(y, o[s]);
+        }
         if (c + 1 < c0 + cps) ld(c + 1);
         const int v = c * 8 + grp;
         for (int s = 0; s < 4; ++s) Rn[((size_t)t * 4 + s) * 640 + v] = o[s];
@@ -41,39 +48,74 @@ __global__ void __launch_bounds__(256, 2) kB(const uint4 *R, const uint4 *x, uin
         uint4 r[2][4][2], xv[2][2];
         for (int h = 0; h < 2; ++h) {
             const int t = blockIdx.x * 128 + w * 16 + g + 8 * h, v = c * 8 + tq * 2;
-            for (int s = 0; s < 4; ++s) for (int q = 0; q < 2; ++q) r[h][s][q] = R[((size_t)t * 4 + s) * 640 + v + q];
+            for (int s = 0; s < 4; ++s)
+                for (int q = 0; q < 2; ++q) r[h][s][q] = R[((size_t)t * 4 + s) * 640 + v + q];
             for (int q = 0; q < 2; ++q) xv[h][q] = x[(size_t)t * 640 + v + q];
         }
         for (int h = 0; h < 2; ++h) {
             const int t = blockIdx.x * 128 + w * 16 + g + 8 * h, v = c * 8 + tq * 2;
             for (int q = 0; q < 2; ++q) {
                 uint4 y = xv[h][q];
-                for (int s = 0; s < 4; ++s) { const uint4 o = mix(r[h][s][q], xv[h][q]); y = mix(y, o); Rn[((size_t)t * 4 + s) * 640 + v + q] = o; }
+                for (int s = 0; s < 4; ++s) {
+                    const uint4 o = mix(r[h][s][q], xv[h][q]);
+                    y = mix(y, o);
+                    Rn[((size_t)t * 4 + s) * 640 + v + q] = o;
+                }
                 yb[(size_t)t * 640 + v + q] = y;
             }
         }
     }
 }
-__global__ void kcopy(const uint4 *a, uint4 *b, size_t n) { for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) b[i] = a[i]; }
+__global__ void kcopy(const uint4 *a, uint4 *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        b[i] = a[i];
+}
 int main() {
     const size_t nR = (size_t)T * 4 * H / 8, nx = (size_t)T * H / 8;
-    uint4 *R, *x, *Rn, *yb; char *fl; cudaMalloc(&R, nR * 16); cudaMalloc(&x, nx * 16); cudaMalloc(&Rn, nR * 16); cudaMalloc(&yb, nx * 16);
-    cudaMalloc(&fl, 256 << 20); cudaMemset(R, 1, nR * 16); cudaMemset(x, 2, nx * 16);
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    uint4 *R, *x, *Rn, *yb;
+    char *fl;
+    cudaMalloc(&R, nR * 16);
+    cudaMalloc(&x, nx * 16);
+    cudaMalloc(&Rn, nR * 16);
+    cudaMalloc(&yb, nx * 16);
+    cudaMalloc(&fl, 256 << 20);
+    cudaMemset(R, 1, nR * 16);
+    cudaMemset(x, 2, nx * 16);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
     const double bytes = (nR + nx) * 32.0;
     auto time = [&](const char *name, auto launch) {
-        float us[40]; int n = 0;
+        float us[40];
+        int n = 0;
         for (int rep = 0; rep < 40; ++rep) {
             cudaMemset(fl, rep, 256 << 20);
-            cudaEventRecord(e0); launch(); cudaEventRecord(e1); cudaEventSynchronize(e1);
-            float ms; cudaEventElapsedTime(&ms, e0, e1); us[n++] = ms * 1000;
+            cudaEventRecord(e0);
+            launch();
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float ms;
+            cudaEventElapsedTime(&ms, e0, e1);
+            us[n++] = ms * 1000;
         }
         std::sort(us, us + n);
-        printf("%-34s median %7.2f us  p10 %7.2f  -> %6.0f GB/s (%.1f MB)\n", name, us[n / 2], us[n / 10], bytes / us[n / 2] / 1e3, bytes / 1e6);
+        printf("%-34s median %7.2f us  p10 %7.2f  -> %6.0f GB/s (%.1f MB)\n", name, us[n / 2], us[n / 10],
+               bytes / us[n / 2] / 1e3, bytes / 1e6);
     };
     time("empty launch", [&] { kcopy<<<1, 32>>>(R, Rn, 0); });
-    time("copy same bytes (R+x -> Rn+yb)", [&] { kcopy<<<132 * 8, 256>>>(R, Rn, nR); kcopy<<<132 * 8, 256>>>(x, yb, nx); });
-    for (int S : {8, 16, 20}) { char nm[64]; snprintf(nm, 64, "A K1-like S=%d (%d CTAs)", S, T / 32 * S); time(nm, [&] { kA<<<dim3(T / 32, S), 256>>>(R, x, Rn, yb, S); }); }
-    for (int S : {16, 40, 80}) { char nm[64]; snprintf(nm, 64, "B 4x per thread S=%d (%d CTAs)", S, T / 128 * S); time(nm, [&] { kB<<<dim3(T / 128, S), 256>>>(R, x, Rn, yb, S); }); }
+    time("copy same bytes (R+x -> Rn+yb)", [&] {
+        kcopy<<<132 * 8, 256>>>(R, Rn, nR);
+        kcopy<<<132 * 8, 256>>>(x, yb, nx);
+    });
+    for (int S : {8, 16, 20}) {
+        char nm[64];
+        snprintf(nm, 64, "A K1-like S=%d (%d CTAs)", S, T / 32 * S);
+        time(nm, [&] { kA<<<dim3(T / 32, S), 256>>>(R, x, Rn, yb, S); });
+    }
+    for (int S : {16, 40, 80}) {
+        char nm[64];
+        snprintf(nm, 64, "B 4x per thread S=%d (%d CTAs)", S, T / 128 * S);
+        time(nm, [&] { kB<<<dim3(T / 128, S), 256>>>(R, x, Rn, yb, S); });
+    }
     printf("err %s\n", cudaGetErrorString(cudaGetLastError()));
 }

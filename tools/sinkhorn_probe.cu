@@ -76,8 +76,7 @@ template <int V> static __device__ float sk(float L, int e, float eps, int iters
 
 /* warp w of the grid: tokens w, w + W, ...; chained: each token's logits get + 0 * the
  * previous result, so the tokens run back to back and the clock measures the chain */
-template <int V>
-__global__ void run(const float *L, float *out, long long n, int chained, long long *cyc) {
+template <int V> __global__ void run(const float *L, float *out, long long n, int chained, long long *cyc) {
     const int lane = threadIdx.x & 31, e = lane & 15;
     const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5, W = gridDim.x * (blockDim.x >> 5);
     float prev = 0.0f;
@@ -93,10 +92,14 @@ __global__ void run(const float *L, float *out, long long n, int chained, long l
 }
 
 static uint32_t rng = 12345u;
-static float urand() { rng = rng * 1664525u + 1013904223u; return (rng >> 8) * (1.0f / 16777216.0f); }
+static float urand() {
+    rng = rng * 1664525u + 1013904223u;
+    return (rng >> 8) * (1.0f / 16777216.0f);
+}
 
-template <int V> static void variant(const char *name, const float *dL, float *dout, float *hout, const float *ref,
-                                     long long n, long long *dcyc) {
+template <int V>
+static void variant(const char *name, const float *dL, float *dout, float *hout, const float *ref, long long n,
+                    long long *dcyc) {
     /* timing: one warp on one SM, 256 chained tokens */
     long long cyc = 0;
     run<V><<<1, 32>>>(dL, dout, 256, 1, dcyc);
@@ -114,8 +117,10 @@ template <int V> static void variant(const char *name, const float *dL, float *d
     long long diff = 0;
     if (ref)
         for (long long i = 0; i < n * 16; ++i) diff += memcmp(&hout[i], &ref[i], 4) != 0;
-    printf("%-34s %7.1f cycles/token alone (%5.1f per pass), %7.1f with 4 warps per SM; %lld of %lld values differ from A (%s)\n",
-           name, cyc / 256.0, cyc / 256.0 / 40.0, mx / 64.0, diff, n * 16, cudaGetErrorString(cudaGetLastError()));
+    printf(
+        "%-34s %7.1f cycles/token alone (%5.1f per pass), %7.1f with 4 warps per SM; %lld of %lld values differ from A "
+        "(%s)\n",
+        name, cyc / 256.0, cyc / 256.0 / 40.0, mx / 64.0, diff, n * 16, cudaGetErrorString(cudaGetLastError()));
 }
 
 int main() {
@@ -129,8 +134,11 @@ int main() {
             hL[16 * t + i] = g * sc + (urand() - 0.5f);
         }
     }
-    float *dL, *dout; long long *dcyc;
-    cudaMalloc(&dL, n * 64); cudaMalloc(&dout, n * 64); cudaMalloc(&dcyc, 264 * 8 * 8);
+    float *dL, *dout;
+    long long *dcyc;
+    cudaMalloc(&dL, n * 64);
+    cudaMalloc(&dout, n * 64);
+    cudaMalloc(&dcyc, 264 * 8 * 8);
     cudaMemcpy(dL, hL, n * 64, cudaMemcpyHostToDevice);
     printf("seed 12345, %lld tokens (2 of 8 with wide logits), eps 1e-6, 20 iterations\n", n);
     variant<0>("A lane = element (library)", dL, dout, ref, nullptr, n, dcyc);

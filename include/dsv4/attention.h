@@ -77,8 +77,8 @@
 extern "C" {
 #endif
 
-#define DSV4_MLA_DIM 512            /* latent width: 448 NoPE (fp8) + 64 RoPE (bf16)  */
-#define DSV4_MLA_RECORD_BYTES 584   /* fp8_ds_mla bytes per slot (dsv4/kvcache.h)      */
+#define DSV4_MLA_DIM 512                             /* latent width: 448 NoPE (fp8) + 64 RoPE (bf16)  */
+#define DSV4_MLA_RECORD_BYTES 584                    /* fp8_ds_mla bytes per slot (dsv4/kvcache.h)      */
 #define DSV4_MLA_DEFAULT_SCALE 0.044194173824159216f /* 512^-0.5, fp32 0x3D3504F3 */
 #define DSV4_MLA_MAX_SPLITS 32
 #define DSV4_MLA_NUM_CONFIGS 6
@@ -143,54 +143,54 @@ typedef struct dsv4_sparse_mla_cache {
 /* One list of global slot ids per token: ids[t, j] for j < min(lens[t], width) (lens
  * below 0 count as 0). An id is valid iff 0 <= id < num_pages * P of its own cache. */
 typedef struct dsv4_sparse_mla_list {
-    int64_t width;        /* columns of the [T, width] int32 id tensor, 1 .. 2^20         */
-    int64_t stride;       /* row stride of the id tensor in elements; 0 means width       */
+    int64_t width;  /* columns of the [T, width] int32 id tensor, 1 .. 2^20         */
+    int64_t stride; /* row stride of the id tensor in elements; 0 means width       */
     dsv4_sparse_mla_cache_t cache;
 } dsv4_sparse_mla_list_t;
 
 typedef struct dsv4_sparse_mla_decode_desc {
-    int64_t num_tokens;       /* T >= 0 decode tokens                                    */
-    int64_t num_heads;        /* H: multiple of 16 in [16, 128]                          */
-    int64_t q_stride_token;   /* elements; 0: H * 512                                     */
-    int64_t q_stride_head;    /* elements; 0: 512                                         */
-    int64_t out_stride_token; /* elements; 0: H * 512                                     */
-    int64_t out_stride_head;  /* elements; 0: 512                                         */
+    int64_t num_tokens;           /* T >= 0 decode tokens                                    */
+    int64_t num_heads;            /* H: multiple of 16 in [16, 128]                          */
+    int64_t q_stride_token;       /* elements; 0: H * 512                                     */
+    int64_t q_stride_head;        /* elements; 0: 512                                         */
+    int64_t out_stride_token;     /* elements; 0: H * 512                                     */
+    int64_t out_stride_head;      /* elements; 0: 512                                         */
     dsv4_sparse_mla_list_t main;  /* the SWA list and cache (processed first)             */
     int has_extra;                /* 1: the compressed list below is present              */
     dsv4_sparse_mla_list_t extra; /* the compressed (top-k) list and cache               */
-    float scale;              /* softmax scale; 0 means DSV4_MLA_DEFAULT_SCALE            */
-    int64_t num_splits;       /* split-KV count S: 0 picks one, else 1 .. 32              */
-    int force_merge;          /* 1: write partials and merge even when S == 1 (tests)     */
-    int64_t config;           /* dsv4_mla_config_t: 0 picks one                           */
-    int64_t sm_count;         /* SMs to plan for; 0: the current device's                  */
+    float scale;                  /* softmax scale; 0 means DSV4_MLA_DEFAULT_SCALE            */
+    int64_t num_splits;           /* split-KV count S: 0 picks one, else 1 .. 32              */
+    int force_merge;              /* 1: write partials and merge even when S == 1 (tests)     */
+    int64_t config;               /* dsv4_mla_config_t: 0 picks one                           */
+    int64_t sm_count;             /* SMs to plan for; 0: the current device's                  */
 } dsv4_sparse_mla_decode_desc_t;
 
 typedef struct dsv4_sparse_mla_decode_args {
-    const void *q;            /* [T, H, 512] bf16                                         */
-    const uint8_t *main_cache;    /* main.cache pages                                     */
-    const int32_t *main_ids;      /* [T, main.width] global slot ids, -1 padded           */
-    const int32_t *main_lens;     /* [T]                                                  */
-    const uint8_t *extra_cache;   /* when has_extra                                       */
+    const void *q;              /* [T, H, 512] bf16                                         */
+    const uint8_t *main_cache;  /* main.cache pages                                     */
+    const int32_t *main_ids;    /* [T, main.width] global slot ids, -1 padded           */
+    const int32_t *main_lens;   /* [T]                                                  */
+    const uint8_t *extra_cache; /* when has_extra                                       */
     const int32_t *extra_ids;
     const int32_t *extra_lens;
-    const float *sink;        /* [H] fp32 or NULL (no sink)                               */
-    void *out;                /* [T, H, 512] bf16                                         */
+    const float *sink; /* [H] fp32 or NULL (no sink)                               */
+    void *out;         /* [T, H, 512] bf16                                         */
     /* Reference only (dsv4_sparse_mla_decode_ref; ignored by the run call), optional: */
-    double *ref_out;          /* [T, H, 512] the unrounded fp64 result                    */
-    double *ref_lse;          /* [T, H] ln(sum_j e^{s_j}) without the sink; -inf if empty */
+    double *ref_out; /* [T, H, 512] the unrounded fp64 result                    */
+    double *ref_lse; /* [T, H] ln(sum_j e^{s_j}) without the sink; -inf if empty */
 } dsv4_sparse_mla_decode_args_t;
 
 /* What the run call will do for a descriptor (the split policy and config choice). */
 typedef struct dsv4_sparse_mla_plan {
-    int64_t config;          /* dsv4_mla_config_t, 1 .. DSV4_MLA_NUM_CONFIGS              */
+    int64_t config; /* dsv4_mla_config_t, 1 .. DSV4_MLA_NUM_CONFIGS              */
     int64_t heads_per_cta;
     int64_t warps;
-    int64_t rows_per_tile;   /* keys per tile                                            */
-    int64_t num_splits;      /* S                                                        */
-    int merge;               /* 0: direct bf16 write; partials + merge: 1 in a second     */
-                             /* launch, 2 by merge CTAs appended to the attention launch  */
-    int64_t ctas;            /* attention CTAs of the attention launch (merge 2 adds      */
-                             /* T * H / (warps / 4) merge CTAs after them)                */
+    int64_t rows_per_tile; /* keys per tile                                            */
+    int64_t num_splits;    /* S                                                        */
+    int merge;             /* 0: direct bf16 write; partials + merge: 1 in a second     */
+                           /* launch, 2 by merge CTAs appended to the attention launch  */
+    int64_t ctas;          /* attention CTAs of the attention launch (merge 2 adds      */
+                           /* T * H / (warps / 4) merge CTAs after them)                */
     size_t workspace_bytes;
 } dsv4_sparse_mla_plan_t;
 
@@ -228,8 +228,8 @@ dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);
 dsv4_status_t dsv4_sparse_mla_decode_workspace_size(const dsv4_sparse_mla_decode_desc_t *desc, size_t *bytes);
 dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
-                                     const dsv4_sparse_mla_decode_args_t *args, void *workspace,
-                                     size_t workspace_bytes, dsv4_stream_t stream);
+                                     const dsv4_sparse_mla_decode_args_t *args, void *workspace, size_t workspace_bytes,
+                                     dsv4_stream_t stream);
 /* fp64 CPU reference on host pointers (caches included); writes out (bf16) and, when
  * given, ref_out / ref_lse. Ignores num_splits, config and sm_count. */
 dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *desc,
@@ -259,21 +259,20 @@ typedef struct dsv4_sparse_mla_prefill_desc {
 } dsv4_sparse_mla_prefill_desc_t;
 
 typedef struct dsv4_sparse_mla_prefill_args {
-    const void *q;            /* [T, H, 512] bf16                                         */
-    const void *kv;           /* [kv_rows, kv_stride] bf16                                */
-    const int32_t *ids;       /* [T, C] row ids (combined lists), -1 padded               */
-    const int32_t *lens;      /* [T]                                                      */
-    const float *sink;        /* [H] or NULL                                              */
-    void *out;                /* [T, H, 512] bf16                                         */
-    double *ref_out;          /* reference only, optional: [T, H, 512] unrounded          */
-    double *ref_lse;          /* reference only, optional: [T, H]                         */
+    const void *q;       /* [T, H, 512] bf16                                         */
+    const void *kv;      /* [kv_rows, kv_stride] bf16                                */
+    const int32_t *ids;  /* [T, C] row ids (combined lists), -1 padded               */
+    const int32_t *lens; /* [T]                                                      */
+    const float *sink;   /* [H] or NULL                                              */
+    void *out;           /* [T, H, 512] bf16                                         */
+    double *ref_out;     /* reference only, optional: [T, H, 512] unrounded          */
+    double *ref_lse;     /* reference only, optional: [T, H]                         */
 } dsv4_sparse_mla_prefill_args_t;
 
 /* Prefill never splits: plan.num_splits = 1, merge = 0, workspace 0. DSV4_MLA_CONFIG_AUTO
  * picks WS32 when 32 divides H, else H16W4. */
 dsv4_status_t dsv4_sparse_mla_prefill_check(const dsv4_sparse_mla_prefill_desc_t *desc);
-dsv4_status_t dsv4_sparse_mla_prefill_plan(const dsv4_sparse_mla_prefill_desc_t *desc,
-                                           dsv4_sparse_mla_plan_t *plan);
+dsv4_status_t dsv4_sparse_mla_prefill_plan(const dsv4_sparse_mla_prefill_desc_t *desc, dsv4_sparse_mla_plan_t *plan);
 dsv4_status_t dsv4_sparse_mla_prefill_workspace_size(const dsv4_sparse_mla_prefill_desc_t *desc, size_t *bytes);
 dsv4_status_t dsv4_sparse_mla_prefill(const dsv4_sparse_mla_prefill_desc_t *desc,
                                       const dsv4_sparse_mla_prefill_args_t *args, void *workspace,

@@ -86,14 +86,14 @@ extern "C" {
  * pointers; NULL_POINTER for a NULL stream.
  */
 typedef struct dsv4_topk_translate_desc {
-    int64_t num_tokens;   /* T                                                            */
-    int64_t topk;         /* K: columns of topk_indices and global_indices                */
-    int64_t num_reqs;     /* R: rows of block_table                                       */
+    int64_t num_tokens;         /* T                                                            */
+    int64_t topk;               /* K: columns of topk_indices and global_indices                */
+    int64_t num_reqs;           /* R: rows of block_table                                       */
     int64_t block_table_width;  /* pages per block-table row                                    */
     int64_t page_tokens;        /* P: slots per page of the compressed cache        */
-    int64_t topk_stride;  /* row stride of topk_indices, >= K; 0 means K                  */
+    int64_t topk_stride;        /* row stride of topk_indices, >= K; 0 means K                  */
     int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0 means the width */
-    int64_t out_stride;   /* row stride of global_indices, >= K; 0 means K (unused by _packed) */
+    int64_t out_stride;         /* row stride of global_indices, >= K; 0 means K (unused by _packed) */
 } dsv4_topk_translate_desc_t;
 
 typedef struct dsv4_topk_translate_args {
@@ -249,13 +249,13 @@ dsv4_status_t dsv4_combine_topk_swa_ref(const dsv4_combine_topk_swa_desc_t *desc
  * [1, 2^30]; window outside [1, 2^20]; page_tokens outside [1, 2^31-1]; strides too small.
  */
 typedef struct dsv4_decode_swa_indices_desc {
-    int64_t num_tokens;   /* T_dec                                             */
-    int64_t num_reqs;     /* R: rows of block_table                            */
-    int64_t window;       /* W: columns of swa_indices                         */
-    int64_t page_tokens;    /* P: slots per page of the SWA cache                */
+    int64_t num_tokens;         /* T_dec                                             */
+    int64_t num_reqs;           /* R: rows of block_table                            */
+    int64_t window;             /* W: columns of swa_indices                         */
+    int64_t page_tokens;        /* P: slots per page of the SWA cache                */
     int64_t block_table_width;  /* pages per block-table row                         */
     int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0: width */
-    int64_t out_stride;   /* row stride of swa_indices, >= window; 0 means W   */
+    int64_t out_stride;         /* row stride of swa_indices, >= window; 0 means W   */
 } dsv4_decode_swa_indices_desc_t;
 
 typedef struct dsv4_decode_swa_indices_args {

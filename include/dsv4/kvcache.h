@@ -151,12 +151,12 @@ typedef struct dsv4_kv_swa_write_desc {
 } dsv4_kv_swa_write_desc_t;
 
 typedef struct dsv4_kv_swa_write_args {
-    uint16_t *q;                  /* bf16, normalised and rotated in place                    */
-    const uint16_t *kv;           /* bf16 latent rows (already RMS-normalised with weight)   */
-    const int64_t *position_ids;  /* [num_tokens]                                            */
-    const int64_t *slot_mapping;  /* [num_insert]                                            */
-    const float *cos_sin_cache;   /* [max_position, 64]: cos in 0..31, sin in 32..63         */
-    uint8_t *cache;               /* the SWA cache                                           */
+    uint16_t *q;                 /* bf16, normalised and rotated in place                    */
+    const uint16_t *kv;          /* bf16 latent rows (already RMS-normalised with weight)   */
+    const int64_t *position_ids; /* [num_tokens]                                            */
+    const int64_t *slot_mapping; /* [num_insert]                                            */
+    const float *cos_sin_cache;  /* [max_position, 64]: cos in 0..31, sin in 32..63         */
+    uint8_t *cache;              /* the SWA cache                                           */
 } dsv4_kv_swa_write_args_t;
 
 dsv4_status_t dsv4_kv_swa_write_check(const dsv4_kv_swa_write_desc_t *desc);
@@ -210,11 +210,11 @@ typedef struct dsv4_kv_gather_desc {
 } dsv4_kv_gather_desc_t;
 
 typedef struct dsv4_kv_gather_args {
-    const uint8_t *cache;        /* the paged cache                                           */
-    const int32_t *seq_lens;     /* [R]                                                       */
-    const int32_t *gather_lens;  /* [R] or NULL                                               */
-    const int32_t *block_table;  /* [R, block_table_stride]                                   */
-    uint16_t *out;               /* bf16 workspace                                            */
+    const uint8_t *cache;       /* the paged cache                                           */
+    const int32_t *seq_lens;    /* [R]                                                       */
+    const int32_t *gather_lens; /* [R] or NULL                                               */
+    const int32_t *block_table; /* [R, block_table_stride]                                   */
+    uint16_t *out;              /* bf16 workspace                                            */
 } dsv4_kv_gather_args_t;
 
 dsv4_status_t dsv4_kv_gather_check(const dsv4_kv_gather_desc_t *desc);

@@ -137,23 +137,25 @@ typedef struct dsv4_mhc_gate_params {
     float post_mult;        /* 2.0 in the model; finite                                   */
     int32_t sinkhorn_iters; /* 20; in [1, 100]                                            */
 } dsv4_mhc_gate_params_t;
-#define DSV4_MHC_GATE_PARAMS_V41 {1e-20f, 1e-6f, 1e-6f, 2.0f, 20}
-#define DSV4_MHC_GATE_PARAMS_V4 {1e-6f, 1e-6f, 1e-6f, 2.0f, 20}
+#define DSV4_MHC_GATE_PARAMS_V41                                                                                       \
+    { 1e-20f, 1e-6f, 1e-6f, 2.0f, 20 }
+#define DSV4_MHC_GATE_PARAMS_V4                                                                                        \
+    { 1e-6f, 1e-6f, 1e-6f, 2.0f, 20 }
 
 /* ===================================================================================
  * Plan: the projection route and split geometry a gates / pre / seam call will use.
  * =================================================================================== */
 typedef struct dsv4_mhc_plan {
-    int32_t route;          /* DSV4_MHC_ROUTE_SMALL_T or DSV4_MHC_ROUTE_TENSOR_CORE         */
-    int32_t splits;         /* S: K slices; the epilogue sums their partials in order 0..S-1 */
-    int32_t tile_n;         /* SMALL_T: mix outputs per CTA (6); TENSOR_CORE: 24             */
-    int32_t threads;        /* threads per CTA of the projection kernel                      */
-    int32_t tokens_per_cta; /* tokens one projection CTA handles                             */
-    int64_t ctas;           /* projection CTAs (SMALL_T's grid adds 2T or T more)           */
+    int32_t route;           /* DSV4_MHC_ROUTE_SMALL_T or DSV4_MHC_ROUTE_TENSOR_CORE         */
+    int32_t splits;          /* S: K slices; the epilogue sums their partials in order 0..S-1 */
+    int32_t tile_n;          /* SMALL_T: mix outputs per CTA (6); TENSOR_CORE: 24             */
+    int32_t threads;         /* threads per CTA of the projection kernel                      */
+    int32_t tokens_per_cta;  /* tokens one projection CTA handles                             */
+    int64_t ctas;            /* projection CTAs (SMALL_T's grid adds 2T or T more)           */
     int32_t unrounded_input; /* 1: a seam projects the fp32 post-apply values before bf16
                                 rounding (the model reference's small-T numerics); 0: the
                                 stored bf16 values (this build, both routes)                */
-    size_t workspace_bytes; /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
+    size_t workspace_bytes;  /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
                                bytes, then fn's bf16 hi / lo split, 48 * K * 2 bytes (K =
                                4H, or H broadcast). SMALL_T: T * 4 * S records of 8 64-bit
                                words, each partial with the tag 0x7FC04D48 in its high
@@ -164,8 +166,7 @@ typedef struct dsv4_mhc_plan {
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when
  * SMALL_T is forced and no geometry tiles H. Host only. */
-dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, int32_t route,
-                            dsv4_mhc_plan_t *plan);
+dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, int32_t route, dsv4_mhc_plan_t *plan);
 
 /* ===================================================================================
  * dsv4_mhc_post: R_new = post (x) x + comb^T R, and optionally sqrsum.
@@ -230,12 +231,12 @@ dsv4_status_t dsv4_mhc_collapse_ref(const dsv4_mhc_collapse_desc_t *desc, const 
  * (the first layer's 4 identical streams). Workspace: dsv4_mhc_gates_workspace_size.
  * =================================================================================== */
 typedef struct dsv4_mhc_gates_desc {
-    int64_t tokens;               /* T                                               */
-    int64_t hidden;               /* H                                               */
-    int32_t broadcast;            /* 0 or 1                                          */
-    int32_t route;                /* dsv4_mhc_route_t                                */
-    dsv4_mhc_gate_params_t gate;  /* eps values, post_mult, sinkhorn_iters           */
-    int64_t residual_stride;      /* 0 = 4H (H with broadcast)                       */
+    int64_t tokens;              /* T                                               */
+    int64_t hidden;              /* H                                               */
+    int32_t broadcast;           /* 0 or 1                                          */
+    int32_t route;               /* dsv4_mhc_route_t                                */
+    dsv4_mhc_gate_params_t gate; /* eps values, post_mult, sinkhorn_iters           */
+    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                       */
 } dsv4_mhc_gates_desc_t;
 
 typedef struct dsv4_mhc_gates_args {
@@ -272,17 +273,17 @@ dsv4_status_t dsv4_mhc_gates_ref(const dsv4_mhc_gates_desc_t *desc, const dsv4_m
  * Workspace: dsv4_mhc_pre_workspace_size.
  * =================================================================================== */
 typedef struct dsv4_mhc_pre_desc {
-    int64_t tokens;                /* T                                          */
-    int64_t hidden;                /* H                                          */
-    int32_t variant;               /* dsv4_mhc_variant_t                         */
-    int32_t broadcast;             /* 0 or 1                                     */
-    int32_t route;                 /* dsv4_mhc_route_t                           */
-    dsv4_mhc_gate_params_t gate;   /* gate constants                             */
-    float norm_eps;                /* RMSNorm epsilon; used with a norm weight   */
-    int64_t residual_stride;       /* 0 = 4H (H with broadcast)                  */
-    int64_t residual_out_stride;   /* broadcast only; 0 = 4H                     */
-    int64_t layer_input_stride;    /* 0 = H                                      */
-    int64_t aux_stride;            /* 0 = H                                      */
+    int64_t tokens;              /* T                                          */
+    int64_t hidden;              /* H                                          */
+    int32_t variant;             /* dsv4_mhc_variant_t                         */
+    int32_t broadcast;           /* 0 or 1                                     */
+    int32_t route;               /* dsv4_mhc_route_t                           */
+    dsv4_mhc_gate_params_t gate; /* gate constants                             */
+    float norm_eps;              /* RMSNorm epsilon; used with a norm weight   */
+    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                  */
+    int64_t residual_out_stride; /* broadcast only; 0 = 4H                     */
+    int64_t layer_input_stride;  /* 0 = H                                      */
+    int64_t aux_stride;          /* 0 = H                                      */
 } dsv4_mhc_pre_desc_t;
 
 typedef struct dsv4_mhc_pre_args {
@@ -323,17 +324,17 @@ dsv4_status_t dsv4_mhc_pre_ref(const dsv4_mhc_pre_desc_t *desc, const dsv4_mhc_p
  * Workspace: dsv4_mhc_seam_workspace_size.
  * =================================================================================== */
 typedef struct dsv4_mhc_seam_desc {
-    int64_t tokens;               /* T                                        */
-    int64_t hidden;               /* H                                        */
-    int32_t variant;              /* dsv4_mhc_variant_t                       */
-    int32_t route;                /* dsv4_mhc_route_t                         */
-    dsv4_mhc_gate_params_t gate;  /* gate constants of the next site          */
-    float norm_eps;               /* RMSNorm epsilon; used with a norm weight */
-    int64_t x_stride;             /* 0 = H                                    */
-    int64_t residual_stride;      /* 0 = 4H                                   */
-    int64_t residual_out_stride;  /* 0 = 4H                                   */
-    int64_t layer_input_stride;   /* 0 = H                                    */
-    int64_t aux_stride;           /* 0 = H                                    */
+    int64_t tokens;              /* T                                        */
+    int64_t hidden;              /* H                                        */
+    int32_t variant;             /* dsv4_mhc_variant_t                       */
+    int32_t route;               /* dsv4_mhc_route_t                         */
+    dsv4_mhc_gate_params_t gate; /* gate constants of the next site          */
+    float norm_eps;              /* RMSNorm epsilon; used with a norm weight */
+    int64_t x_stride;            /* 0 = H                                    */
+    int64_t residual_stride;     /* 0 = 4H                                   */
+    int64_t residual_out_stride; /* 0 = 4H                                   */
+    int64_t layer_input_stride;  /* 0 = H                                    */
+    int64_t aux_stride;          /* 0 = H                                    */
 } dsv4_mhc_seam_desc_t;
 
 typedef struct dsv4_mhc_seam_args {

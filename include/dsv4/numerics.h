@@ -103,7 +103,7 @@ DSV4_HD uint8_t dsv4_f32_to_e4m3(float x) {
  * amax = +inf gives 255. */
 DSV4_HD uint8_t dsv4_ue8m0_from_amax(float amax) {
     if (!(amax >= DSV4_UE8M0_AMAX_FLOOR)) amax = DSV4_UE8M0_AMAX_FLOOR; /* also catches NaN */
-    float q = amax / 448.0f;                                             /* IEEE RN division */
+    float q = amax / 448.0f;                                            /* IEEE RN division */
     uint32_t qb = dsv4_f32_bits(q);
     int e = (int)(qb >> 23) - 127 + ((qb & 0x7FFFFFu) != 0u);
     int enc = e + 127;

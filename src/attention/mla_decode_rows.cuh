@@ -56,7 +56,7 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
     template <class C> struct SmemT {
         uint16_t k[MLA_N][MLA_KSTR];
         uint8_t raw[2][MLA_N][DSV4_KV_DATA_BYTES];
-        uint32_t scale[2][C::WD][MLA_N]; /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
+        uint32_t scale[2][C::WD][MLA_N];          /* per group: the slot's scale bytes 4 * (wd / 2) .. + 3 */
         unsigned long long src[AHEAD + 1][MLA_N]; /* ring: record data address (mla_src)         */
         uint32_t scale_off[AHEAD + 1][MLA_N];     /*       its scale bytes, relative to the data   */
         int ids[2][MLA_N];                        /* ids of the tile converted next, by tile parity */
@@ -68,8 +68,8 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
      * by P (32-bit: ids are non-negative int32, P <= 2^20, both checked on the host).
      * With `pf` its 5-6 data lines and its scale line go to L2. */
     template <class C, class Smem>
-    static __device__ __forceinline__ void convert(const mla_list_params_t &L, uint32_t id, Smem &sm, int slot,
-                                                   int row, bool pf) {
+    static __device__ __forceinline__ void convert(const mla_list_params_t &L, uint32_t id, Smem &sm, int slot, int row,
+                                                   bool pf) {
         const uint32_t P = (uint32_t)L.page_tokens;
         const uint32_t page = kv_page_div(id, L.page_div.magic, L.page_div.shift), pos = id - page * P;
         const uint8_t *data = L.base + (int64_t)page * L.row_bytes + pos * DSV4_KV_DATA_BYTES;
@@ -161,10 +161,9 @@ struct MlaDecodeProd : MlaRingRows<MlaDecodeProd> {
                  * the pairs are multiplied by 2^120, then by the scale. Both round the same
                  * exact product once: equal bits. The branch is warp-uniform so the rare
                  * path costs nothing when no lane takes it (as a predicated path it did). */
-                const uint32_t nan_bits =
-                    (((v.x & 0x7F7F7F7Fu) + 0x01010101u) | ((v.y & 0x7F7F7F7Fu) + 0x01010101u) |
-                     ((v.z & 0x7F7F7F7Fu) + 0x01010101u) | ((v.w & 0x7F7F7F7Fu) + 0x01010101u)) &
-                    0x80808080u;
+                const uint32_t nan_bits = (((v.x & 0x7F7F7F7Fu) + 0x01010101u) | ((v.y & 0x7F7F7F7Fu) + 0x01010101u) |
+                                           ((v.z & 0x7F7F7F7Fu) + 0x01010101u) | ((v.w & 0x7F7F7F7Fu) + 0x01010101u)) &
+                                          0x80808080u;
                 slow = slow || (enc[u] - 1u >= 134u) || nan_bits != 0u;
             }
             const bool fast = !__any_sync(0xffffffffu, slow);

@@ -39,8 +39,7 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
                          "out_stride_token = %lld and out_stride_head = %lld make output rows overlap",
                          (long long)geom->o_st, (long long)geom->o_sh);
-    if (!isfinite(scale))
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "scale = %g is not finite", (double)scale);
+    if (!isfinite(scale)) return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "scale = %g is not finite", (double)scale);
     DSV4_TRY(dsv4_check_range(op, "config", config, 0, DSV4_MLA_NUM_CONFIGS));
     if (config && H % MLA_CFG_HC(config) != 0)
         return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
@@ -76,7 +75,7 @@ dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, in
 }
 
 const char *dsv4_mla_config_name(int64_t config) {
-#define MLA_CONFIG_NAME(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb) \
+#define MLA_CONFIG_NAME(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb)                                       \
     if (config == (id)) return name;
     MLA_CONFIG_TABLE(MLA_CONFIG_NAME, 0)
 #undef MLA_CONFIG_NAME

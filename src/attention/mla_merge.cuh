@@ -43,7 +43,7 @@ static_assert(DSV4_MLA_MAX_SPLITS <= 32, "one lane per split holds (m, l)");
 template <bool WAIT, int B>
 static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int t, int h, int lt) {
     const int H = p.num_heads, S = p.num_splits, lane = lt & 31;
-    const int64_t row0 = (int64_t)t * S * H + h; /* [t, s = 0, h]; split stride H */
+    const int64_t row0 = (int64_t)t * S * H + h;                                   /* [t, s = 0, h]; split stride H */
     unsigned *flag = WAIT ? p.part_flags + ((int64_t)t * H + h) * S + lane : NULL; /* [t, h, s] */
     if (WAIT) {
         while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag))) __nanosleep(MLA_MERGE_POLL_NS);
@@ -53,8 +53,8 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     float4 a[B];
     const auto load_batch = [&](int s0) { /* splits s0 .. s0 + B - 1, all in flight */
 #pragma unroll
-        for (int i = 0; i < B; ++i)
-            if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
+                                          for (int i = 0; i < B; ++i)
+                                              if (s0 + i < S) a[i] = __ldcg(pa + (int64_t)(s0 + i) * H * 128);
     };
     load_batch(0); /* before the (m, l) loads: both round trips overlap */
     const mla_row_sink sink = mla_load_row_sink(p.sink, h);
@@ -77,7 +77,8 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
             const float w = __shfl_sync(0xffffffffu, w_lane, s0 + i), ls = __shfl_sync(0xffffffffu, l, s0 + i);
             if (s0 + i == 0) { /* w_0 * x_0: no "0 +" step (mla_softmax.cuh) */
                 L = __fmul_rn(w, ls);
-                x0 = __fmul_rn(w, a[i].x), x1 = __fmul_rn(w, a[i].y), x2 = __fmul_rn(w, a[i].z), x3 = __fmul_rn(w, a[i].w);
+                x0 = __fmul_rn(w, a[i].x), x1 = __fmul_rn(w, a[i].y), x2 = __fmul_rn(w, a[i].z),
+                x3 = __fmul_rn(w, a[i].w);
             } else {
                 L = __fadd_rn(L, __fmul_rn(w, ls));
                 x0 = __fadd_rn(x0, __fmul_rn(w, a[i].x));
@@ -92,7 +93,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
                                dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
     if (WAIT) {
-        __syncthreads(); /* every warp of the row has seen the flags */
+        __syncthreads();        /* every warp of the row has seen the flags */
         if (lt < S) *flag = 0u; /* for the next call on this workspace */
     }
 }

@@ -17,27 +17,27 @@ extern "C" {
 
 /* One key list and the rows it points into. */
 typedef struct mla_list_params {
-    const int32_t *ids;   /* [T, stride] ids                                            */
-    const int32_t *lens;  /* [T]                                                        */
-    int64_t stride;       /* id row stride (elements)                                   */
-    int64_t width;        /* ids read per row: min(lens[t], width)                      */
-    const uint8_t *base;  /* decode: the cache pages; prefill: the bf16 kv rows         */
-    int64_t page_tokens;  /* decode: P                                                  */
-    int64_t row_bytes;    /* decode: page stride; prefill: kv row stride, both in bytes */
-    int64_t num_valid;    /* ids in [0, num_valid) are valid (num_pages * P, or kv_rows) */
-    uint32_t id_limit;    /* min(num_valid, 2^31): id valid <=> (uint32_t)id < id_limit   */
+    const int32_t *ids;     /* [T, stride] ids                                            */
+    const int32_t *lens;    /* [T]                                                        */
+    int64_t stride;         /* id row stride (elements)                                   */
+    int64_t width;          /* ids read per row: min(lens[t], width)                      */
+    const uint8_t *base;    /* decode: the cache pages; prefill: the bf16 kv rows         */
+    int64_t page_tokens;    /* decode: P                                                  */
+    int64_t row_bytes;      /* decode: page stride; prefill: kv row stride, both in bytes */
+    int64_t num_valid;      /* ids in [0, num_valid) are valid (num_pages * P, or kv_rows) */
+    uint32_t id_limit;      /* min(num_valid, 2^31): id valid <=> (uint32_t)id < id_limit   */
     kv_page_div_t page_div; /* decode: id / P for 0 <= id < 2^31 (common/kv_format.h)  */
 } mla_list_params_t;
 
 typedef struct mla_params {
-    const uint16_t *q;    /* bf16 [T, H, 512] with the strides below (elements)         */
+    const uint16_t *q; /* bf16 [T, H, 512] with the strides below (elements)         */
     int64_t q_st, q_sh;
     uint16_t *out;
     int64_t o_st, o_sh;
-    const float *sink;    /* [H] or NULL                                                */
+    const float *sink; /* [H] or NULL                                                */
     float scale;
     int num_tokens, num_heads, num_splits, num_lists;
-    float *part_acc;      /* non-NULL: write raw partials here (and part_m, part_l)      */
+    float *part_acc; /* non-NULL: write raw partials here (and part_m, part_l)      */
     float *part_m, *part_l;
     unsigned *part_flags; /* non-NULL (decode, plan.merge == 2): one completion flag per   */
     int attn_ctas;        /*   partial row; merge CTAs follow the attn_ctas attention CTAs */

@@ -34,8 +34,7 @@ struct MlaPrefillProd {
     /* The ids of tile k of walk w into the group's slot k & 1 by cp.async (-1 past the
      * end): lanes 0-15 of the group's first warp, one key each. */
     template <class C, class Smem>
-    static __device__ __forceinline__ void fetch_ids(const mla_params_t &p, const MlaWork &w, Smem &sm, int k,
-                                                     int wd) {
+    static __device__ __forceinline__ void fetch_ids(const mla_params_t &p, const MlaWork &w, Smem &sm, int k, int wd) {
         const int gt = mla_group_thread<C>();
         if (gt < C::N) mla_key_id_async(p, w, k * C::N + gt, &sm.ids[wd][k & 1][gt]);
     }
@@ -125,8 +124,8 @@ struct MlaPrefillProd {
     /* [A] of tile i: rows of tile i + 1 (ids fetched a tile ago, landed with this wait),
      * and the ids of tile i + 2 into the slot tile i's issue read (before [A]'s group sync). */
     template <class C, class Smem>
-    static __device__ __forceinline__ void step(const mla_params_t &p, const MlaWork &w, Smem &sm, int i,
-                                                int ntiles, int wd) {
+    static __device__ __forceinline__ void step(const mla_params_t &p, const MlaWork &w, Smem &sm, int i, int ntiles,
+                                                int wd) {
         if (i >= 1 && i + 1 < ntiles) issue<C>(p, sm, i + 1, (i & 1) ^ 1, wd);
         if (i >= 1 && i + 2 < ntiles) fetch_ids<C>(p, w, sm, i + 2, wd);
     }

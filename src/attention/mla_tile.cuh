@@ -93,16 +93,16 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
     static constexpr int NW = WH * WD;
     static constexpr int THREADS = 32 * NW;
     static constexpr int DW = 512 / WD;
-    static constexpr int KS = DW / 16;       /* QK k-steps per warp          */
-    static constexpr int NBO = DW / 8;       /* O n-blocks per warp          */
-    static constexpr int NBS = N / 8;        /* score n-blocks (keys)        */
+    static constexpr int KS = DW / 16; /* QK k-steps per warp          */
+    static constexpr int NBO = DW / 8; /* O n-blocks per warp          */
+    static constexpr int NBS = N / 8;  /* score n-blocks (keys)        */
     /* softmax lanes per head row: all threads, at most N / 2 (a lane stores bf16 pairs);
      * h16w8's 256 threads for 16 rows leave warps 4-7 out of the softmax */
     static constexpr int LPR = THREADS / HC < N / 2 ? THREADS / HC : N / 2;
-    static constexpr int KPL = N / LPR;      /* softmax keys per lane        */
+    static constexpr int KPL = N / LPR; /* softmax keys per lane        */
     static constexpr int SMAX_THREADS = HC * LPR;
-    static constexpr int GT = 32 * WH;       /* threads of a slice group     */
-    static constexpr int TPG = GT / N;       /* its producer threads per key row */
+    static constexpr int GT = 32 * WH;             /* threads of a slice group     */
+    static constexpr int TPG = GT / N;             /* its producer threads per key row */
     static constexpr int EPI_MB = MT < 2 ? MT : 2; /* epilogue m-blocks per batch: ws64's four spill */
     /* the id rows' L2 prefetch at the start (mla_prefetch_id_rows): h32w8 (8 warps of
      * 16 heads x 128 dims at the 128-register cap) spills with it */
@@ -117,12 +117,12 @@ template <int HC_, int MT_, int WD_> struct MlaCfg {
 
 /* Shared memory common to both producers; placed after the 16-byte aligned K tiles. */
 template <class C> struct MlaSmemCommon {
-    float sp[C::WD][C::HC][MLA_SSTR];   /* partial scores per dim slice      */
-    uint16_t ps[C::HC][MLA_PSTR];       /* bf16 p, ldmatrix rows of 48 B     */
+    float sp[C::WD][C::HC][MLA_SSTR]; /* partial scores per dim slice      */
+    uint16_t ps[C::HC][MLA_PSTR];     /* bf16 p, ldmatrix rows of 48 B     */
     float alpha[C::HC];
     float m[C::HC];
     float l[C::HC];
-    int meta[2][MLA_N];                 /* per key: 1 valid, 0 not (written by slice group 0) */
+    int meta[2][MLA_N]; /* per key: 1 valid, 0 not (written by slice group 0) */
 };
 
 /* A converted row source: its address with bit 0 set when the row is invalid (it then
@@ -302,8 +302,7 @@ static __device__ __forceinline__ void mla_qk(const uint32_t (&qf)[C::MT][C::KS]
 }
 
 /* [C] one head row's slice of the online softmax (LPR lanes per row, KPL keys each). */
-template <class C>
-static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, int buf, float scale) {
+template <class C> static __device__ __forceinline__ void mla_softmax_rows(MlaSmemCommon<C> &sm, int buf, float scale) {
     /* The running m, l of the row live in sm.m / sm.l (registers are scarce); the
      * row's lanes read them first and lane k0 == 0 writes them back after a __syncwarp. */
     if (C::SMAX_THREADS < C::THREADS && (int)threadIdx.x >= C::SMAX_THREADS) return; /* whole warps */
@@ -420,9 +419,7 @@ static __device__ __forceinline__ uint16_t *mla_epilogue_stage(Smem &sm, int hw,
  * mla_epilogue (one round trip, waited for at that barrier; loaded inside, each row's
  * load would follow the previous row's output stores: 4 round trips per PV warp of
  * ws32). */
-template <class C> struct MlaEpiSinks {
-    mla_row_sink r[C::MT][2];
-};
+template <class C> struct MlaEpiSinks { mla_row_sink r[C::MT][2]; };
 template <class C>
 static __device__ __forceinline__ MlaEpiSinks<C> mla_epilogue_sinks(const mla_params_t &p, int head_cta) {
     MlaEpiSinks<C> s;
@@ -471,7 +468,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
          * loads, exp, reciprocal, window checks) overlap instead of each running between
          * the previous row's stores and its own (two m-blocks of rows at a time). */
         constexpr int MB = C::EPI_MB;
-        if (stage) __syncwarp();                  /* the warp's last ldmatrix of the area */
+        if (stage) __syncwarp(); /* the warp's last ldmatrix of the area */
 #pragma unroll
         for (int mb = 0; mb < C::MT; mb += MB) {
             mla_final f[MB][2];
@@ -496,21 +493,23 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const int mt = mb + j, row = row0 + 16 * mt + 8 * half;
-                    uint16_t *dst = stage ? stage + (16 * j + 8 * half + g) * MLA_KSTR + 2 * tq
-                                          : p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh +
-                                                dim0 + 2 * tq;
+                    uint16_t *dst =
+                        stage ? stage + (16 * j + 8 * half + g) * MLA_KSTR + 2 * tq
+                              : p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + row) * p.o_sh + dim0 + 2 * tq;
                     const mla_final &fr = f[j][half];
                     if (fast) {
 #pragma unroll
                         for (int nb = 0; nb < C::NBO; ++nb)
                             *(uint32_t *)(dst + 8 * nb) =
                                 dsv4_pack_bf16x2(dsv4_div_fast(__fmul_rn(fr.w, o[mt][nb][2 * half]), rd[j][half].v),
-                                                 dsv4_div_fast(__fmul_rn(fr.w, o[mt][nb][2 * half + 1]), rd[j][half].v));
+                                                 dsv4_div_fast(__fmul_rn(fr.w, o[mt][nb][2 * half + 1]),
+                                                               rd[j][half].v));
                     } else {
 #pragma unroll
                         for (int nb = 0; nb < C::NBO; ++nb)
-                            *(uint32_t *)(dst + 8 * nb) = dsv4_pack_bf16x2(mla_final_apply(fr, o[mt][nb][2 * half]),
-                                                                           mla_final_apply(fr, o[mt][nb][2 * half + 1]));
+                            *(uint32_t *)(dst + 8 * nb) =
+                                dsv4_pack_bf16x2(mla_final_apply(fr, o[mt][nb][2 * half]),
+                                                 mla_final_apply(fr, o[mt][nb][2 * half + 1]));
                     }
                 }
             if (stage) { /* the batch's rows: 16-byte chunks, CPR per row slice, RPI rows per warp instruction */
@@ -520,8 +519,8 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
                 const int lane = tid & 31, c = lane % CPR;
 #pragma unroll
                 for (int r = lane / CPR; r < 16 * MB; r += RPI) {
-                    uint16_t *dst = p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + 16 * mb + r) * p.o_sh +
-                                    dim0 + 8 * c;
+                    uint16_t *dst =
+                        p.out + (int64_t)w.t * p.o_st + (int64_t)(head_cta + hw + 16 * mb + r) * p.o_sh + dim0 + 8 * c;
                     const uint4 v = *(const uint4 *)(stage + r * MLA_KSTR + 8 * c);
                     /* evict-first: the kernel never reads out back, L2 is for the K rows */
                     __stcs((uint4 *)dst, v);
@@ -553,8 +552,8 @@ template <class C> static __device__ __forceinline__ void mla_merge_cta(const ml
  * row source of a valid id is the producer's (Prod::convert), an invalid one gets the
  * list's base tagged invalid (mla_src_invalid). */
 template <class C, class Prod, class Smem>
-static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, const MlaWork &w, int k, int row,
-                                                       int id, Smem &sm, int slot, bool pf) {
+static __device__ __forceinline__ void mla_convert_row(const mla_params_t &p, const MlaWork &w, int k, int row, int id,
+                                                       Smem &sm, int slot, bool pf) {
     const mla_list_params_t &L = p.list[mla_key_list(w, k * C::N + row)];
     if ((uint32_t)id < L.id_limit) Prod::template convert<C>(L, (uint32_t)id, sm, slot, row, pf);
     else sm.src[slot][row] = mla_src_invalid(L.base);
@@ -577,8 +576,8 @@ template <class Prod> struct MlaRingRows {
 
     /* Converter row crow of tiles 0 .. AH-1. */
     template <class C, class Smem>
-    static __device__ __forceinline__ void convert_first(const mla_params_t &p, const MlaWork &w, Smem &sm,
-                                                         int ntiles, int crow) {
+    static __device__ __forceinline__ void convert_first(const mla_params_t &p, const MlaWork &w, Smem &sm, int ntiles,
+                                                         int crow) {
         constexpr int AH = Prod::AHEAD;
         int id[AH]; /* all loads first: one round trip, not AH (T = 1 waits for them) */
 #pragma unroll
@@ -649,8 +648,7 @@ template <class C, class Prod> static __device__ __forceinline__ void mla_cta(co
         if (tid == 0)
             w = mla_work(p, rest / p.num_splits, rest % p.num_splits, ((int)blockIdx.x % head_groups) * C::HC);
     }
-    if (C::PREFETCH_IDS)
-        mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
+    if (C::PREFETCH_IDS) mla_prefetch_id_rows<C>(p, (int)blockIdx.x / (p.num_heads / C::HC) / p.num_splits);
     /* Q slice as A fragments, loaded before the barrier (independent of the lists). */
     uint32_t qf[C::MT][C::KS][4];
     {
@@ -701,19 +699,18 @@ __global__ void __launch_bounds__(MlaCfg<HC, MT, WD>::THREADS, MINB) mla_attenti
 
 /* Launch the kernel of `config` for producer Bind through the shared-memory gate. */
 template <template <class> class Bind, bool DECODE>
-static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas,
-                                dsv4_stream_t stream) {
+static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
 /* The engine rows of sparse_mla_config.h's table; decode-only rows only for decode. */
-#define MLA_LAUNCH_CONFIG(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb)                     \
-    if constexpr (!(ws) && (DECODE || !(dec)))                                                         \
-    if (config == id) {                                                                                \
-        static int smem_cache;                                                                         \
-        DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, \
-                                     &smem_cache));                                                    \
-        mla_attention_kernel<hc, mt, wd, minb, Bind>                                                   \
-            <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);            \
-        return dsv4_launch_status(op);                                                                 \
-    }
+#define MLA_LAUNCH_CONFIG(unused, id, name, hc, mt, wd, warps, ws, dec, cps, minb)                                     \
+    if constexpr (!(ws) && (DECODE || !(dec)))                                                                         \
+        if (config == id) {                                                                                            \
+            static int smem_cache;                                                                                     \
+            DSV4_TRY(                                                                                                  \
+                dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, &smem_cache));  \
+            mla_attention_kernel<hc, mt, wd, minb, Bind>                                                               \
+                <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);                        \
+            return dsv4_launch_status(op);                                                                             \
+        }
     MLA_CONFIG_TABLE(MLA_LAUNCH_CONFIG, 0)
 #undef MLA_LAUNCH_CONFIG
     return dsv4_fail(DSV4_STATUS_INTERNAL, op, "no kernel for config %d", config);

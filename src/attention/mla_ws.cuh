@@ -145,8 +145,7 @@ static __device__ __forceinline__ void mla_ws_scores(const uint32_t (&qf)[1][32]
  * alpha[buf]; m, l per row half (g, g + 8), l as this lane's partial sum. */
 template <class G>
 static __device__ __forceinline__ void mla_ws_softmax(const float (&s)[2][4], MlaWsShared<G> &c, int buf, int pslot,
-                                                      int row0, float (&m)[2], float (&l)[2],
-                                                      float scale, int lane) {
+                                                      int row0, float (&m)[2], float (&l)[2], float scale, int lane) {
     const int g = lane >> 2, tq = lane & 3;
     const int2 f0 = *(const int2 *)&c.meta[buf][2 * tq], f1 = *(const int2 *)&c.meta[buf][8 + 2 * tq];
     const bool ok[4] = {f0.x != 0, f0.y != 0, f1.x != 0, f1.y != 0};
@@ -323,8 +322,8 @@ __global__ void __launch_bounds__(Prod::Geo::THREADS, Prod::Geo::CTAS_PER_SM) ml
 }
 
 /* Launch a warp-specialised config for producer Prod through the shared-memory gate. */
-template <class Prod> static dsv4_status_t mla_ws_launch(const char *op, const mla_params_t *p, int64_t ctas,
-                                                         dsv4_stream_t stream) {
+template <class Prod>
+static dsv4_status_t mla_ws_launch(const char *op, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_ws_kernel<Prod>, 0, &smem_cache));
     mla_ws_kernel<Prod><<<(unsigned)ctas, Prod::Geo::THREADS, 0, (cudaStream_t)stream>>>(*p);

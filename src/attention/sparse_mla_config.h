@@ -25,8 +25,8 @@
 #include "dsv4/attention.h"
 #include "dsv4/kvcache.h"
 
-#define MLA_N 16         /* keys per tile                                        */
-#define MLA_KSTR 520     /* bf16 per K-tile row: 1040 B = 16 mod 128              */
+#define MLA_N 16     /* keys per tile                                        */
+#define MLA_KSTR 520 /* bf16 per K-tile row: 1040 B = 16 mod 128              */
 #define MLA_SSTR (MLA_N + 4)
 #define MLA_PSTR (MLA_N + 8)
 /* Decode converts its rows (record addresses) and prefetches them into L2 this many
@@ -57,23 +57,23 @@
  * WD PV warps of HC heads x 512 / WD dims; ws32 runs two CTAs per SM at 168 registers
  * (one CTA with more registers measured slower), ws64 one (its 384 threads at 168
  * registers fill the register file). */
-#define MLA_CONFIG_TABLE(X, a)                                       \
-    /*  id                     name     HC  MT WD warps WS DEC CPS MINB */ \
-    X(a, DSV4_MLA_CONFIG_H16W4, "h16w4", 16, 1, 4, 4, 0, 0, 2, 3)   \
-    X(a, DSV4_MLA_CONFIG_H32W4, "h32w4", 32, 2, 4, 4, 0, 0, 2, 1)   \
-    X(a, DSV4_MLA_CONFIG_H32W8, "h32w8", 32, 1, 4, 8, 0, 0, 2, 2)   \
-    X(a, DSV4_MLA_CONFIG_WS32, "ws32", 32, 2, 4, 6, 1, 0, 2, 2)     \
-    X(a, DSV4_MLA_CONFIG_WS64, "ws64", 64, 4, 8, 12, 1, 1, 1, 1)    \
+#define MLA_CONFIG_TABLE(X, a)                                                                                         \
+    /*  id                     name     HC  MT WD warps WS DEC CPS MINB */                                             \
+    X(a, DSV4_MLA_CONFIG_H16W4, "h16w4", 16, 1, 4, 4, 0, 0, 2, 3)                                                      \
+    X(a, DSV4_MLA_CONFIG_H32W4, "h32w4", 32, 2, 4, 4, 0, 0, 2, 1)                                                      \
+    X(a, DSV4_MLA_CONFIG_H32W8, "h32w8", 32, 1, 4, 8, 0, 0, 2, 2)                                                      \
+    X(a, DSV4_MLA_CONFIG_WS32, "ws32", 32, 2, 4, 6, 1, 0, 2, 2)                                                        \
+    X(a, DSV4_MLA_CONFIG_WS64, "ws64", 64, 4, 8, 12, 1, 1, 1, 1)                                                       \
     X(a, DSV4_MLA_CONFIG_H16W8, "h16w8", 16, 1, 8, 8, 0, 1, 2, 2)
 
 /* A column of config `id`'s row, as a constant expression (0 for an unknown id). */
-#define MLA_CFG_SEL_HC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (hc) :
-#define MLA_CFG_SEL_MT(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (mt) :
-#define MLA_CFG_SEL_WD(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (wd) :
-#define MLA_CFG_SEL_WARPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (w) :
-#define MLA_CFG_SEL_WS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (ws) :
-#define MLA_CFG_SEL_DEC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (dec) :
-#define MLA_CFG_SEL_CPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (cps) :
+#define MLA_CFG_SEL_HC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (hc):
+#define MLA_CFG_SEL_MT(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (mt):
+#define MLA_CFG_SEL_WD(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (wd):
+#define MLA_CFG_SEL_WARPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (w):
+#define MLA_CFG_SEL_WS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (ws):
+#define MLA_CFG_SEL_DEC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (dec):
+#define MLA_CFG_SEL_CPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (cps):
 #define MLA_CFG_HC(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_HC, id) 0)
 #define MLA_CFG_MT(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_MT, id) 0)
 #define MLA_CFG_WD(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WD, id) 0)
@@ -83,19 +83,20 @@
 #define MLA_CFG_CTAS_PER_SM(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_CPS, id) 0)
 #define MLA_WS_PV_WARPS MLA_CFG_WD(DSV4_MLA_CONFIG_WS32)
 
-#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc) * MLA_SSTR * 4 + (hc) * MLA_PSTR * 2 + 3 * (hc) * 4 + 2 * MLA_N * 4)
-#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd) * 2 * MLA_N * 4)
-#define MLA_SMEM_DECODE(hc, wd)                                                                        \
-    (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * DSV4_KV_DATA_BYTES + 2 * (wd) * MLA_N * 4 + MLA_N * MLA_KSTR * 2 + \
+#define MLA_SMEM_COMMON(hc, wd) ((wd) * (hc)*MLA_SSTR * 4 + (hc)*MLA_PSTR * 2 + 3 * (hc)*4 + 2 * MLA_N * 4)
+#define MLA_SMEM_PREFILL(hc, wd) (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * MLA_KSTR * 2 + (wd)*2 * MLA_N * 4)
+#define MLA_SMEM_DECODE(hc, wd)                                                                                        \
+    (MLA_SMEM_COMMON(hc, wd) + 2 * MLA_N * DSV4_KV_DATA_BYTES + 2 * (wd)*MLA_N * 4 + MLA_N * MLA_KSTR * 2 +            \
      (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
 
 /* ws32 and ws64 (mla_ws.cuh), hc heads: K tiles, key flags, ps p slots, alphas by
  * parity, m and l; prefill (ws32): the PV warps' ids; decode: one raw record stage,
  * the wd groups' scale words, the row ring and the ids of the next tile to convert */
-#define MLA_SMEM_WS(hc, ps) (2 * MLA_N * MLA_KSTR * 2 + 2 * MLA_N * 4 + (ps) * (hc) * MLA_PSTR * 2 + 4 * (hc) * 4)
+#define MLA_SMEM_WS(hc, ps) (2 * MLA_N * MLA_KSTR * 2 + 2 * MLA_N * 4 + (ps) * (hc)*MLA_PSTR * 2 + 4 * (hc)*4)
 #define MLA_SMEM_PREFILL_WS (MLA_SMEM_WS(32, 2) + 4 * 2 * MLA_N * 4)
-#define MLA_SMEM_DECODE_WS(hc, wd, ps) \
-    (MLA_SMEM_WS(hc, ps) + MLA_N * DSV4_KV_DATA_BYTES + (wd) * MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 + 2 * MLA_N * 4)
+#define MLA_SMEM_DECODE_WS(hc, wd, ps)                                                                                 \
+    (MLA_SMEM_WS(hc, ps) + MLA_N * DSV4_KV_DATA_BYTES + (wd)*MLA_N * 4 + (MLA_AHEAD_DECODE + 1) * MLA_N * 12 +         \
+     2 * MLA_N * 4)
 
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_PREFILL(16, 4), "sparse_mla prefill h16w4");
 DSV4_SMEM_BUDGET_ASSERT(MLA_SMEM_DECODE_WS(32, 4, 2), "sparse_mla decode ws32");

@@ -17,8 +17,8 @@ static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *
     snprintf(what, sizeof what, "%s.cache.page_tokens", name);
     DSV4_TRY(dsv4_check_range(OP, what, c->page_tokens, 1, INT64_C(1) << 20));
     snprintf(what, sizeof what, "%s.cache.page_stride_bytes", name);
-    DSV4_TRY(dsv4_check_range(OP, what, c->page_stride_bytes, c->page_tokens * DSV4_MLA_RECORD_BYTES,
-                              INT64_C(1) << 40));
+    DSV4_TRY(
+        dsv4_check_range(OP, what, c->page_stride_bytes, c->page_tokens * DSV4_MLA_RECORD_BYTES, INT64_C(1) << 40));
     if (c->page_stride_bytes % 16 != 0)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, OP, "%s = %lld is not a multiple of 16", what,
                          (long long)c->page_stride_bytes);
@@ -29,8 +29,8 @@ static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *
 
 static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t *geom) {
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
-    DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head,
-                              d->out_stride_token, d->out_stride_head, d->scale, d->config, geom));
+    DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head, d->out_stride_token,
+                              d->out_stride_head, d->scale, d->config, geom));
     DSV4_TRY(check_list("main", &d->main));
     DSV4_TRY(dsv4_check_range(OP, "has_extra", d->has_extra, 0, 1));
     if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra));
@@ -78,8 +78,9 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     p->merge = S > 1 || d->force_merge ? (appended ? 2 : 1) : 0;
     const int64_t grid = launch_ctas(p, T, H);
     if (grid > INT32_MAX)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP, "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1",
-                         (long long)T, (long long)S, (long long)grid);
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, OP,
+                         "num_tokens = %lld with %lld splits needs %lld CTAs, over 2^31-1", (long long)T, (long long)S,
+                         (long long)grid);
     /* partials, then one completion flag word per partial row (used when merge == 2) */
     p->workspace_bytes = p->merge ? (size_t)T * (size_t)S * (size_t)H * (DSV4_MLA_DIM + 3) * sizeof(float) : 0;
     return DSV4_STATUS_SUCCESS;
@@ -99,9 +100,8 @@ dsv4_status_t dsv4_sparse_mla_decode_workspace_size(const dsv4_sparse_mla_decode
     return DSV4_STATUS_SUCCESS;
 }
 
-dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
-                                     const dsv4_sparse_mla_decode_args_t *a, void *workspace,
-                                     size_t workspace_bytes, dsv4_stream_t stream) {
+dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc, const dsv4_sparse_mla_decode_args_t *a,
+                                     void *workspace, size_t workspace_bytes, dsv4_stream_t stream) {
     dsv4_sparse_mla_plan_t p;
     mla_qo_geom_t geom;
     DSV4_TRY(plan(desc, &p, &geom));
@@ -124,7 +124,8 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc,
     mla_params_init(&k, &geom, a->q, a->out, a->sink, desc->scale, desc->num_tokens, desc->num_heads, p.num_splits,
                     desc->has_extra ? 2 : 1);
     k.list[0] = mla_decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens);
-    k.list[1] = desc->has_extra ? mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
+    k.list[1] =
+        desc->has_extra ? mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens) : k.list[0];
     k.attn_ctas = (int)p.ctas;
     if (p.merge) {
         const size_t rows = (size_t)desc->num_tokens * (size_t)p.num_splits * (size_t)desc->num_heads;

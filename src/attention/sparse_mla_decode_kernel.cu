@@ -18,9 +18,7 @@
 #include "attention/mla_merge.cuh"
 #include "common/error.h"
 
-template <class C> struct MlaDecodeBind : MlaDecodeProd {
-    typedef SmemT<C> Smem;
-};
+template <class C> struct MlaDecodeBind : MlaDecodeProd { typedef SmemT<C> Smem; };
 
 extern "C" dsv4_status_t mla_launch_decode(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
     return mla_launch<MlaDecodeBind, true>("sparse_mla_decode", config, p, ctas, stream);

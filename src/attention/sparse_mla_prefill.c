@@ -8,8 +8,8 @@ static const char *OP = "sparse_mla_prefill";
 
 static dsv4_status_t check(const dsv4_sparse_mla_prefill_desc_t *d, mla_qo_geom_t *geom) {
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
-    DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head,
-                              d->out_stride_token, d->out_stride_head, d->scale, d->config, geom));
+    DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head, d->out_stride_token,
+                              d->out_stride_head, d->scale, d->config, geom));
     if (MLA_CFG_DECODE_ONLY(d->config))
         return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %s is a decode-only kernel",
                          dsv4_mla_config_name(d->config));
@@ -51,8 +51,8 @@ dsv4_status_t dsv4_sparse_mla_prefill_workspace_size(const dsv4_sparse_mla_prefi
 }
 
 dsv4_status_t dsv4_sparse_mla_prefill(const dsv4_sparse_mla_prefill_desc_t *desc,
-                                      const dsv4_sparse_mla_prefill_args_t *a, void *workspace,
-                                      size_t workspace_bytes, dsv4_stream_t stream) {
+                                      const dsv4_sparse_mla_prefill_args_t *a, void *workspace, size_t workspace_bytes,
+                                      dsv4_stream_t stream) {
     dsv4_sparse_mla_plan_t p;
     mla_qo_geom_t geom;
     DSV4_TRY(plan(desc, &p, &geom));
@@ -71,5 +71,5 @@ dsv4_status_t dsv4_sparse_mla_prefill(const dsv4_sparse_mla_prefill_desc_t *desc
     k.list[0] = mla_prefill_list(desc, a->kv, a->ids, a->lens);
     k.list[1] = k.list[0];
     return p.config == DSV4_MLA_CONFIG_WS32 ? mla_launch_prefill_ws(&k, p.ctas, stream)
-                                  : mla_launch_prefill((int)p.config, &k, p.ctas, stream);
+                                            : mla_launch_prefill((int)p.config, &k, p.ctas, stream);
 }

@@ -15,9 +15,7 @@
 #include "attention/mla_prefill_rows.cuh"
 #include "common/error.h"
 
-template <class C> struct MlaPrefillBind : MlaPrefillProd {
-    typedef SmemT<C> Smem;
-};
+template <class C> struct MlaPrefillBind : MlaPrefillProd { typedef SmemT<C> Smem; };
 
 extern "C" dsv4_status_t mla_launch_prefill(int config, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
     return mla_launch<MlaPrefillBind, false>("sparse_mla_prefill", config, p, ctas, stream);

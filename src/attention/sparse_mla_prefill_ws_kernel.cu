@@ -74,7 +74,8 @@ struct MlaPrefillWsProd : MlaPrefillProd {
                                                           int, int) {}
 };
 static_assert(sizeof(MlaPrefillWsProd::WsSmem) == MLA_SMEM_PREFILL_WS, "sparse_mla_config.h's budget line is stale");
-static_assert(mla_ws_geo_is<MlaPrefillWsProd::Geo>(DSV4_MLA_CONFIG_WS32), "sparse_mla_config.h's config table is stale");
+static_assert(mla_ws_geo_is<MlaPrefillWsProd::Geo>(DSV4_MLA_CONFIG_WS32),
+              "sparse_mla_config.h's config table is stale");
 
 extern "C" dsv4_status_t mla_launch_prefill_ws(const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
     return mla_ws_launch<MlaPrefillWsProd>("sparse_mla_prefill", p, ctas, stream);

@@ -143,7 +143,8 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
     job.nlists = desc->has_extra ? 2 : 1;
     job.list[0] = (ref_list_t){mla_decode_list(&desc->main, a->main_cache, a->main_ids, a->main_lens), fetch_fp8};
     if (desc->has_extra)
-        job.list[1] = (ref_list_t){mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens), fetch_fp8};
+        job.list[1] =
+            (ref_list_t){mla_decode_list(&desc->extra, a->extra_cache, a->extra_ids, a->extra_lens), fetch_fp8};
     ref_run(&job);
     return DSV4_STATUS_SUCCESS;
 }

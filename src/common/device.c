@@ -75,7 +75,7 @@ dsv4_status_t dsv4_launch_prepare(const char *op, const void *kernel, size_t dyn
 dsv4_status_t dsv4_launch_status(const char *op) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return DSV4_STATUS_SUCCESS;
-    dsv4_status_t st = (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? DSV4_STATUS_NO_DEVICE
-                                                                                     : DSV4_STATUS_CUDA_ERROR;
+    dsv4_status_t st =
+        (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? DSV4_STATUS_NO_DEVICE : DSV4_STATUS_CUDA_ERROR;
     return dsv4_fail(st, op, "kernel launch failed: %s", cudaGetErrorString(e));
 }

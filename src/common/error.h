@@ -30,10 +30,10 @@ dsv4_status_t dsv4_check_stream(const char *op, dsv4_stream_t stream);
 dsv4_status_t dsv4_check_workspace(const char *op, size_t need, const void *ws, size_t have);
 
 /* Propagate a failing status from a nested check. */
-#define DSV4_TRY(expr)                                   \
-    do {                                                 \
-        dsv4_status_t dsv4_try_st_ = (expr);             \
-        if (dsv4_try_st_ != DSV4_STATUS_SUCCESS) return dsv4_try_st_; \
+#define DSV4_TRY(expr)                                                                                                 \
+    do {                                                                                                               \
+        dsv4_status_t dsv4_try_st_ = (expr);                                                                           \
+        if (dsv4_try_st_ != DSV4_STATUS_SUCCESS) return dsv4_try_st_;                                                  \
     } while (0)
 
 #ifdef __cplusplus

@@ -32,10 +32,10 @@ dsv4_status_t dsv4_launch_status(const char *op);
 
 /* Compile-time half for dynamic shared memory, used in every <op>_config.h. */
 #ifdef __cplusplus
-#define DSV4_SMEM_BUDGET_ASSERT(bytes, what) \
+#define DSV4_SMEM_BUDGET_ASSERT(bytes, what)                                                                           \
     static_assert((bytes) <= DSV4_MAX_SMEM_PER_CTA, what " exceeds 48 KB of shared memory per CTA")
 #else
-#define DSV4_SMEM_BUDGET_ASSERT(bytes, what) \
+#define DSV4_SMEM_BUDGET_ASSERT(bytes, what)                                                                           \
     _Static_assert((bytes) <= DSV4_MAX_SMEM_PER_CTA, what " exceeds 48 KB of shared memory per CTA")
 #endif
 

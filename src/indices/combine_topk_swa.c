@@ -38,10 +38,8 @@ dsv4_status_t dsv4_cmb_validate(const char *op, const dsv4_combine_topk_swa_desc
                                 const dsv4_combine_topk_swa_args_t *a, dsv4_cmb_layout_t *l) {
     DSV4_TRY(cmb_check_desc(op, d, l));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
-    if (l->topk_load > 0)
-        DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
-    else
-        DSV4_TRY(dsv4_check_align(op, "topk_indices", a->topk_indices, 4)); /* unused; NULL allowed */
+    if (l->topk_load > 0) DSV4_TRY(dsv4_idx_check_i32(op, "topk_indices", a->topk_indices));
+    else DSV4_TRY(dsv4_check_align(op, "topk_indices", a->topk_indices, 4)); /* unused; NULL allowed */
     const char *names[] = {"query_start_loc", "seq_lens", "gather_lens", "combined", "combined_lens"};
     const void *ptrs[] = {a->query_start_loc, a->seq_lens, a->gather_lens, a->combined, a->combined_lens};
     return dsv4_idx_check_i32_all(op, 5, names, ptrs);

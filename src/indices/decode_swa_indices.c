@@ -10,7 +10,8 @@ static dsv4_status_t dsw_check_desc(const char *op, const dsv4_decode_swa_indice
     DSV4_TRY(dsv4_check_range(op, "window", d->window, 1, INT64_C(1) << 20));
     DSV4_TRY(dsv4_check_range(op, "page_tokens", d->page_tokens, 1, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "block_table_width", d->block_table_width, 1, INT64_C(1) << 30));
-    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs, &s->table));
+    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs,
+                                   &s->table));
     DSV4_TRY(dsv4_idx_check_stride(op, "out_stride", d->out_stride, d->window, d->num_tokens, &s->out));
     return DSV4_STATUS_SUCCESS;
 }

@@ -27,7 +27,7 @@ typedef struct dsv4_dsw_params {
     int64_t block_table_stride, out_stride;
     int32_t num_tokens, num_reqs, window, page_tokens, block_table_width;
     kv_page_div_t page_div; /* division by page_tokens */
-    int32_t vec;                 /* 16-byte stores allowed */
+    int32_t vec;            /* 16-byte stores allowed */
 } dsv4_dsw_params_t;
 
 typedef struct dsv4_dsw_strides {

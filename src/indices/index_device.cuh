@@ -34,8 +34,7 @@ static __device__ __forceinline__ void dsv4_idx_load4(int (&v)[4], const int32_t
 
 /* dst = src for a batch of U chunks: the next row's prefetched chunks become the current
  * ones at the end of a multi-row warp loop (registers only, unrolled). */
-template <int U>
-static __device__ __forceinline__ void dsv4_idx_take(int (&dst)[U][4], const int (&src)[U][4]) {
+template <int U> static __device__ __forceinline__ void dsv4_idx_take(int (&dst)[U][4], const int (&src)[U][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -65,8 +64,8 @@ static inline unsigned dsv4_idx_resident_grid(const void *kernel, int threads, i
     int dev = 0, sms = 0, occ = *(volatile int *)cache;
     if (occ == 0 && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, 0) == cudaSuccess && occ > 0)
         *(volatile int *)cache = occ;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        occ <= 0) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || occ <= 0) {
         cudaGetLastError();
         return (unsigned)need;
     }

@@ -12,7 +12,8 @@ static dsv4_status_t tt_check_desc(const char *op, const dsv4_topk_translate_des
     DSV4_TRY(dsv4_check_range(op, "block_table_width", d->block_table_width, 1, INT64_C(1) << 30));
     DSV4_TRY(dsv4_check_range(op, "page_tokens", d->page_tokens, 1, INT32_MAX));
     DSV4_TRY(dsv4_idx_check_stride(op, "topk_stride", d->topk_stride, d->topk, d->num_tokens, &s->topk));
-    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs, &s->table));
+    DSV4_TRY(dsv4_idx_check_stride(op, "block_table_stride", d->block_table_stride, d->block_table_width, d->num_reqs,
+                                   &s->table));
     if (packed) {
         s->out = 0;
         if (d->num_tokens * d->topk > INT32_MAX)
@@ -122,8 +123,8 @@ dsv4_status_t dsv4_topk_translate_packed(const dsv4_topk_translate_packed_desc_t
     dsv4_tt_strides_t s;
     DSV4_TRY(dsv4_tt_validate(op, desc, args, 1, &s));
     dsv4_tt_params_t p = {0};
-    const dsv4_topk_translate_args_t in = {args->topk_indices, args->token_to_req, args->block_table,
-                                           args->is_valid_token, NULL, NULL};
+    const dsv4_topk_translate_args_t in = {
+        args->topk_indices, args->token_to_req, args->block_table, args->is_valid_token, NULL, NULL};
     tt_plan(desc, &s, &in, &p);
     dsv4_tt_packed_groups(desc->num_tokens, &p.group_rows, &p.num_groups);
     DSV4_TRY(dsv4_idx_check_launch(op, (size_t)p.num_groups * sizeof(int32_t), workspace, workspace_bytes, stream));

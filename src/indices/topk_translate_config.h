@@ -60,12 +60,12 @@ typedef struct dsv4_tt_params {
     int32_t *group_sums;         /* packed: workspace [num_groups]                     */
     int64_t topk_stride, block_table_stride, out_stride;
     int32_t num_tokens, topk, num_reqs, page_tokens;
-    uint32_t vlimit;           /* min(block_table_width * page_tokens, 2^31): v valid iff (uint32)v < vlimit */
-    kv_page_div_t page_div;    /* division by page_tokens                              */
-    int32_t group_rows;        /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
-    int32_t num_groups;        /* packed: ceil(T / group_rows)                        */
-    int32_t vec;               /* 16-byte chunks allowed (see the launchers)          */
-    uint32_t stage_end;        /* block_table_width & ~3 when table rows are 16-byte aligned (cp.async
+    uint32_t vlimit;        /* min(block_table_width * page_tokens, 2^31): v valid iff (uint32)v < vlimit */
+    kv_page_div_t page_div; /* division by page_tokens                              */
+    int32_t group_rows;     /* packed: rows per group (multiple of DSV4_TT_WARPS)  */
+    int32_t num_groups;     /* packed: ceil(T / group_rows)                        */
+    int32_t vec;            /* 16-byte chunks allowed (see the launchers)          */
+    uint32_t stage_end;     /* block_table_width & ~3 when table rows are 16-byte aligned (cp.async
                                   staging allowed below that page), else 0: no staging */
 } dsv4_tt_params_t;
 

@@ -5,8 +5,8 @@
 #include "indices/topk_translate_config.h"
 
 /* Global slot of local index v for request req, or -1 (*ok = 0) when it has none. */
-static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t block_table_stride, const int32_t *table, int32_t req,
-                           int32_t v, int *ok) {
+static int32_t tt_ref_slot(const dsv4_topk_translate_desc_t *d, int64_t block_table_stride, const int32_t *table,
+                           int32_t req, int32_t v, int *ok) {
     *ok = 0;
     if (req < 0 || req >= d->num_reqs || v < 0) return -1;
     const int64_t page = v / d->page_tokens, off = v % d->page_tokens;

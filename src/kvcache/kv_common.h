@@ -38,8 +38,8 @@ typedef struct {
 
 typedef struct {
     int64_t heads_padded, q_stride_token, q_stride_head, kv_stride_row; /* resolved */
-    int64_t tasks_per_token; /* heads_padded q heads + 1 kv row */
-    int64_t blocks;          /* CTAs of KV_SWA_WARPS warps, one warp per task */
+    int64_t tasks_per_token;                                            /* heads_padded q heads + 1 kv row */
+    int64_t blocks; /* CTAs of KV_SWA_WARPS warps, one warp per task */
 } kv_swa_plan_t;
 
 typedef struct {

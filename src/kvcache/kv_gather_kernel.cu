@@ -52,8 +52,8 @@ typedef struct {
 } kv_gather_rec_t;
 
 /* Issue the loads of slot p of page `page`; page < 0 (a zero row) loads nothing. */
-static __device__ __forceinline__ kv_gather_rec_t kv_gather_load(const kv_gather_params_t &prm, int32_t page,
-                                                                 int32_t p, int lane) {
+static __device__ __forceinline__ kv_gather_rec_t kv_gather_load(const kv_gather_params_t &prm, int32_t page, int32_t p,
+                                                                 int lane) {
     kv_gather_rec_t r = {make_uint2(0, 0), make_uint2(0, 0), make_uint4(0, 0, 0, 0)};
     if (page < 0) return r;
     const uint8_t *data = prm.cache + kv_data_offset(page, p, prm.page_stride_bytes);
@@ -101,7 +101,8 @@ static __device__ __forceinline__ void kv_gather_store(const kv_gather_rec_t &r,
 }
 
 template <bool GATHER_LENS>
-__global__ void __launch_bounds__(KV_GATHER_THREADS, KV_GATHER_MIN_BLOCKS) kv_gather_kernel(const kv_gather_params_t prm) {
+__global__ void __launch_bounds__(KV_GATHER_THREADS, KV_GATHER_MIN_BLOCKS)
+    kv_gather_kernel(const kv_gather_params_t prm) {
     const int lane = threadIdx.x & 31;
     const int64_t b = blockIdx.x;
     const int64_t room = prm.out_rows - prm.offset; /* rows <= room */
@@ -133,7 +134,8 @@ __global__ void __launch_bounds__(KV_GATHER_THREADS, KV_GATHER_MIN_BLOCKS) kv_ga
         const int64_t rows = G < room ? G : room; /* the first use of seq_lens */
         if (base >= rows) break;
         int64_t row = base;
-        kv_gather_rec_t cur = kv_gather_load(prm, __shfl_sync(KV_FULL_MASK, page, 0), __shfl_sync(KV_FULL_MASK, p, 0), lane);
+        kv_gather_rec_t cur =
+            kv_gather_load(prm, __shfl_sync(KV_FULL_MASK, page, 0), __shfl_sync(KV_FULL_MASK, p, 0), lane);
         for (int k = 0;; ++k) {
             const int64_t next = row + nw;
             const bool more = k + 1 < 32 && next < rows;
@@ -176,9 +178,7 @@ extern "C" dsv4_status_t kv_gather_launch(const dsv4_kv_gather_desc_t *d, const 
     prm.page_stride_bytes = d->page_stride_bytes;
     prm.num_pages = d->num_pages;
     const dim3 grid((unsigned)d->num_reqs, (unsigned)workers);
-    if (glens)
-        kv_gather_kernel<true><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
-    else
-        kv_gather_kernel<false><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    if (glens) kv_gather_kernel<true><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    else kv_gather_kernel<false><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("kv_gather");
 }

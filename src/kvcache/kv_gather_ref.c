@@ -25,7 +25,7 @@ dsv4_status_t kv_gather_ref_run(const dsv4_kv_gather_desc_t *d, const kv_gather_
                 continue;
             }
             kv_record_decode(a->cache + kv_data_offset(page, pos % P, d->page_stride_bytes),
-                           a->cache + kv_scale_offset(page, pos % P, P, d->page_stride_bytes), row);
+                             a->cache + kv_scale_offset(page, pos % P, P, d->page_stride_bytes), row);
         }
     }
     return DSV4_STATUS_SUCCESS;

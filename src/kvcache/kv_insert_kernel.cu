@@ -34,7 +34,8 @@ typedef struct {
     kv_page_div_t page_div; /* slot / P */
 } kv_insert_params_t;
 
-__global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS) kv_insert_kernel(const kv_insert_params_t prm) {
+__global__ void __launch_bounds__(KV_INSERT_THREADS, KV_INSERT_MIN_BLOCKS)
+    kv_insert_kernel(const kv_insert_params_t prm) {
     const int lane = threadIdx.x & 31;
     const int64_t nw = (int64_t)gridDim.x * KV_INSERT_WARPS;
     int64_t t = (int64_t)blockIdx.x * KV_INSERT_WARPS + (threadIdx.x >> 5);
@@ -70,8 +71,14 @@ extern "C" dsv4_status_t kv_insert_launch(const dsv4_kv_insert_desc_t *d, const 
     int sms = 0;
     DSV4_TRY(kv_sm_count("kv_insert", &sms));
     const int64_t cap = (int64_t)sms * KV_INSERT_CTAS_PER_SM;
-    const kv_insert_params_t prm = {a->k, a->slot_mapping, a->cache, plan->k_stride_row, d->num_tokens,
-                                    d->page_tokens, d->page_stride_bytes, d->num_pages,
+    const kv_insert_params_t prm = {a->k,
+                                    a->slot_mapping,
+                                    a->cache,
+                                    plan->k_stride_row,
+                                    d->num_tokens,
+                                    d->page_tokens,
+                                    d->page_stride_bytes,
+                                    d->num_pages,
                                     kv_page_div_make(d->page_tokens)};
     const unsigned blocks = (unsigned)(plan->blocks < cap ? plan->blocks : cap);
     kv_insert_kernel<<<blocks, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(prm);

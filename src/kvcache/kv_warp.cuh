@@ -146,8 +146,8 @@ static __device__ __forceinline__ void kv_warp_store_record(const uint32_t w[8],
 /* cos/sin of the four RoPE pairs 4j .. 4j+3 that lane 24 + j holds (c[m], s[m] for pair
  * 4j + m), at position pos; identity outside [0, max_position). Lanes below 24 get the
  * identity without loading. */
-static __device__ __forceinline__ void kv_rope_coeffs(const float *cos_sin, int64_t pos, int64_t max_position,
-                                                      int lane, float c[4], float s[4]) {
+static __device__ __forceinline__ void kv_rope_coeffs(const float *cos_sin, int64_t pos, int64_t max_position, int lane,
+                                                      float c[4], float s[4]) {
     float4 cv = make_float4(1.0f, 1.0f, 1.0f, 1.0f), sv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (lane >= KV_LANE_ROPE_FIRST && pos >= 0 && pos < max_position) {
         const float4 *row = reinterpret_cast<const float4 *>(cos_sin + pos * DSV4_KV_ROPE_DIM);

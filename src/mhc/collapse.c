@@ -53,8 +53,8 @@ dsv4_status_t dsv4_mhc_collapse(const dsv4_mhc_collapse_desc_t *desc, const dsv4
     (void)workspace_bytes;
     DSV4_TRY(dsv4_check_stream(op, stream));
     if (desc->tokens == 0) return DSV4_STATUS_SUCCESS;
-    return mhc_launch_collapse(args, desc->tokens, desc->hidden, desc->variant == DSV4_MHC_V41, desc->norm_eps,
-                               st.rs, st.os, st.as, stream);
+    return mhc_launch_collapse(args, desc->tokens, desc->hidden, desc->variant == DSV4_MHC_V41, desc->norm_eps, st.rs,
+                               st.os, st.as, stream);
 }
 
 dsv4_status_t dsv4_mhc_collapse_ref(const dsv4_mhc_collapse_desc_t *desc, const dsv4_mhc_collapse_args_t *args) {

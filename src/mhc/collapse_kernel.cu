@@ -28,18 +28,17 @@ __global__ void __launch_bounds__(MHC_COLLAPSE_THREADS)
     if (a.pre_mix && threadIdx.x < 4) s_p[threadIdx.x] = a.pre_mix[4 * t + threadIdx.x];
     __syncthreads();
     const mhc_src_stored src = {reinterpret_cast<const uint4 *>(a.residual + t * rs)};
-    mhc_collapse_row(src, H, a.pre_mix ? s_p : nullptr, a.norm_weight, norm_eps, sq_rounded,
-                     a.out + t * os, a.aux ? a.aux + t * as : nullptr, s_row, s_red);
+    mhc_collapse_row(src, H, a.pre_mix ? s_p : nullptr, a.norm_weight, norm_eps, sq_rounded, a.out + t * os,
+                     a.aux ? a.aux + t * as : nullptr, s_row, s_red);
 }
 
 extern "C" dsv4_status_t mhc_launch_collapse(const dsv4_mhc_collapse_args_t *a, int64_t T, int64_t H, int sq_rounded,
-                                             float norm_eps, int64_t rs, int64_t os, int64_t as,
-                                             dsv4_stream_t stream) {
+                                             float norm_eps, int64_t rs, int64_t os, int64_t as, dsv4_stream_t stream) {
     static const char *op = "mhc_collapse";
     static int smem_cache;
     const size_t dyn = a->norm_weight ? MHC_ROW_SMEM_BYTES(H) : 0;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_collapse_kernel, dyn, &smem_cache));
     mhc_collapse_kernel<<<(unsigned)T, MHC_COLLAPSE_THREADS, dyn, (cudaStream_t)stream>>>(*a, H, sq_rounded, norm_eps,
-                                                                                         rs, os, as);
+                                                                                          rs, os, as);
     return dsv4_launch_status(op);
 }

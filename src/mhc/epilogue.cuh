@@ -67,8 +67,8 @@ static __device__ __forceinline__ void mhc_epi_stage(const mhc_pipe_t &p, int64_
  * records complete) and a barrier has passed since. gc: mhc_gate_coef_load for token t,
  * issued by the caller before it waited for the partials. */
 template <int EPI>
-static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, int64_t t, bool staged,
-                                                          mhc_epi_smem &sm, uint4 *s_row, const mhc_gate_coef &gc) {
+static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, int64_t t, bool staged, mhc_epi_smem &sm,
+                                                          uint4 *s_row, const mhc_gate_coef &gc) {
     const int tid = threadIdx.x, warp = tid >> 5;
     const int64_t H = p.H;
     const int S = p.plan.splits;
@@ -86,16 +86,16 @@ static __device__ __forceinline__ void mhc_epilogue_token(const mhc_pipe_t &p, i
     __syncthreads();
 
     if (warp == 0)
-        mhc_gates_warp(sm.raw, sm.sq, (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps,
-                       p.gate.sinkhorn_eps, p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t,
-                       p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
-                       p.mix_out ? p.mix_out + 24 * t : nullptr, EPI == MHC_EPI_IMMEDIATE ? sm.pre : nullptr);
+        mhc_gates_warp(sm.raw, sm.sq, (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps, p.gate.sinkhorn_eps,
+                       p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t, p.comb_out + 16 * t,
+                       p.pre_out ? p.pre_out + 4 * t : nullptr, p.mix_out ? p.mix_out + 24 * t : nullptr,
+                       EPI == MHC_EPI_IMMEDIATE ? sm.pre : nullptr);
 
     if (EPI == MHC_EPI_IMMEDIATE) {
         __syncthreads(); /* sm.pre */
         const mhc_src_stored src = {reinterpret_cast<const uint4 *>(p.col_src + t * p.col_src_stride)};
-        mhc_collapse_row(src, H, sm.pre, p.norm_w, p.norm_eps, p.sq_rounded,
-                         p.li + t * p.li_stride, p.aux ? p.aux + t * p.aux_stride : nullptr, s_row, sm.red);
+        mhc_collapse_row(src, H, sm.pre, p.norm_w, p.norm_eps, p.sq_rounded, p.li + t * p.li_stride,
+                         p.aux ? p.aux + t * p.aux_stride : nullptr, s_row, sm.red);
     }
 }
 
@@ -127,10 +127,9 @@ static __device__ __forceinline__ void mhc_gate_warps(const mhc_pipe_t &p, int64
         s_raw[w][lane] = lane == 24 && p.sqrsum_in ? gc.sq_in : v;
     }
     __syncwarp();
-    mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps,
-                   p.gate.sinkhorn_eps, p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t,
-                   p.comb_out + 16 * t, p.pre_out ? p.pre_out + 4 * t : nullptr,
-                   p.mix_out ? p.mix_out + 24 * t : nullptr, nullptr);
+    mhc_gates_warp(s_raw[w], s_raw[w][24], (float)p.rms_numel, gc, p.gate.rms_eps, p.gate.pre_eps, p.gate.sinkhorn_eps,
+                   p.gate.post_mult, p.gate.sinkhorn_iters, p.post_out + 4 * t, p.comb_out + 16 * t,
+                   p.pre_out ? p.pre_out + 4 * t : nullptr, p.mix_out ? p.mix_out + 24 * t : nullptr, nullptr);
 }
 
 /* Norm CTA of mhc_epilogue_kernel (V4.1 with a norm weight): layer_input[t] = bf16((yb * rn) * w)

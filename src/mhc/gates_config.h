@@ -47,7 +47,8 @@
 #define MHC_TC_MIN_CTAS 2  /* __launch_bounds__ minimum blocks per SM (<= 128 regs)  */
 #define MHC_TC_BM 32       /* tokens per CTA                                          */
 #define MHC_TC_TPR 8       /* threads per token row                                   */
-#define MHC_TC_KC 256      /* K elements per chunk: 4 streams x 64 channels (128-byte
+#define MHC_TC_KC                                                                                                      \
+    256                            /* K elements per chunk: 4 streams x 64 channels (128-byte
                               rows per stream, whole lines per warp access), or 128
                               channels of the broadcast embedding                     */
 #define MHC_TC_LDS (MHC_TC_KC + 8) /* smem row pitch in bf16: 528 B, ldmatrix conflict-free */
@@ -88,7 +89,7 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
  * first-layer broadcast projection of e. */
 #define MHC_FN_K(bcast, H) ((bcast) ? (H) : 4 * (H))
 /* The fn split's hi / lo rows (tensor-core route; workspace or fn_split): [48][K] bf16 */
-#define MHC_WS_FN_HL_BYTES(K) ((size_t)48 * (size_t)(K) * 2)
+#define MHC_WS_FN_HL_BYTES(K) ((size_t)48 * (size_t)(K)*2)
 
 /* ---- epilogue (epilogue.cuh) --------------------------------------------------------------- */
 /* The tensor-core route's gates epilogue: gate CTAs of MHC_EPI_TPC tokens (a warp's gates
@@ -102,7 +103,7 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_SMEM_BYTES, "mhc tensor-core projection tiles");
  * and sq per slice; 16-byte aligned rows for cp.async), at most 28,672 bytes (S <= 64). */
 #define MHC_EPI_TPC (MHC_EPI_THREADS / 32)
 #define MHC_EPI_PITCH 28
-#define MHC_EPI_STAGE_SMEM(S) ((size_t)MHC_EPI_TPC * (S) * MHC_EPI_PITCH * sizeof(float))
+#define MHC_EPI_STAGE_SMEM(S) ((size_t)MHC_EPI_TPC * (S)*MHC_EPI_PITCH * sizeof(float))
 DSV4_SMEM_BUDGET_ASSERT(MHC_EPI_STAGE_SMEM(MHC_TC_MAX_SPLIT) + MHC_EPI_TPC * 25 * 4 + 4, "mhc epilogue staging");
 
 /* Workspace floats per (slice, token): 24 raw mix partials, sq, ss. The epilogue stages
@@ -123,6 +124,6 @@ DSV4_SMEM_BUDGET_ASSERT(MHC_TC_MAX_SPLIT * MHC_WS_FLOATS * 4 + 512 + 1280 + 2 * 
  * MHC_SMALL_REC_WORDS 64-bit tagged words (prim/grid_flag.cuh): 6 mix partials, sq (n-tile
  * 0), one pad word; a multiple of 256 bytes. */
 #define MHC_SMALL_REC_WORDS 8
-#define MHC_WS_SMALL_BYTES(T, S) ((size_t)(T) * 4 * (size_t)(S) * MHC_SMALL_REC_WORDS * 8)
+#define MHC_WS_SMALL_BYTES(T, S) ((size_t)(T)*4 * (size_t)(S)*MHC_SMALL_REC_WORDS * 8)
 
 #endif

@@ -42,8 +42,7 @@ static void mhc_ref_sinkhorn(const float L[16], float eps, int iters, float C[16
 }
 
 void mhc_gates_ref_token(const float raw[24], float sq, float numel, const float *scale, const float *base,
-                         const dsv4_mhc_gate_params_t *g, float post[4], float comb[16], float pre[4],
-                         float mix[24]) {
+                         const dsv4_mhc_gate_params_t *g, float post[4], float comb[16], float pre[4], float mix[24]) {
     const float rms = 1.0f / sqrtf(sq / numel + g->rms_eps);
     float m[24], L[16];
     for (int i = 0; i < 24; ++i) {

@@ -92,8 +92,8 @@ static __device__ __forceinline__ float mhc_norm_channel(float yb, float rn, flo
 /* ---- one token's post-apply over a row ---------------------------------------------------- */
 /* post[4] and comb[16] of one token into every thread's registers, through 20 floats of
  * shared memory (one global load each). Call from all threads. */
-static __device__ __forceinline__ void mhc_token_coef(const float *post, const float *comb, float *s_coef,
-                                                      float pc[4], float cb[16]) {
+static __device__ __forceinline__ void mhc_token_coef(const float *post, const float *comb, float *s_coef, float pc[4],
+                                                      float cb[16]) {
     const int tid = threadIdx.x;
     if (tid < 4) s_coef[tid] = post[tid];
     else if (tid < 20) s_coef[tid] = comb[tid - 4];
@@ -204,9 +204,7 @@ static __device__ __forceinline__ float mhc_block_sum(float v, float *red) {
 }
 
 /* ---- gates + Sinkhorn of one token in one warp ------------------------------------------- */
-static __device__ __forceinline__ float mhc_sigmoid(float z) {
-    return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
-}
+static __device__ __forceinline__ float mhc_sigmoid(float z) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z))); }
 
 static __device__ __forceinline__ float mhc_sum4(float a, float b, float c, float d) {
     return __fadd_rn(__fadd_rn(__fadd_rn(a, b), c), d);
@@ -269,10 +267,9 @@ static __device__ __forceinline__ mhc_gate_coef mhc_gate_coef_load(const float *
 /* One token's gates, by all 32 lanes of a warp. raw: the 24 summed projection partials
  * (shared memory); sq: the summed squares; gc: this lane's mhc_gate_coef_load. Outputs are
  * already offset to the token; pre_out, mix_out and pre_smem may be NULL. */
-static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq, float numel,
-                                                      const mhc_gate_coef &gc, float rms_eps, float pre_eps,
-                                                      float sinkhorn_eps, float post_mult, int iters,
-                                                      float *post_out, float *comb_out, float *pre_out,
+static __device__ __forceinline__ void mhc_gates_warp(const float *raw, float sq, float numel, const mhc_gate_coef &gc,
+                                                      float rms_eps, float pre_eps, float sinkhorn_eps, float post_mult,
+                                                      int iters, float *post_out, float *comb_out, float *pre_out,
                                                       float *mix_out, float *pre_smem) {
     const int lane = threadIdx.x & 31;
     const float rms = mhc_inv_rms(sq, numel, rms_eps);

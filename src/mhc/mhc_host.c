@@ -64,8 +64,8 @@ size_t mhc_rows_bytes(int64_t T, int64_t stride, int64_t row, size_t elem) {
     return T > 0 ? (size_t)((T - 1) * stride + row) * elem : 0;
 }
 
-dsv4_status_t mhc_arg(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t align,
-                      size_t bytes, int is_output) {
+dsv4_status_t mhc_arg(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t align, size_t bytes,
+                      int is_output) {
     if (!p) {
         if (required) return dsv4_check_ptr(c->op, what, p);
         return DSV4_STATUS_SUCCESS;

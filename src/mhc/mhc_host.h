@@ -36,8 +36,8 @@ typedef struct mhc_pipe {
     int64_t T, H;
     int32_t prod, epi;
     int32_t proj_collapse; /* the projection pass writes the un-normed collapse + ss partials */
-    int32_t sq_rounded;  /* the norm squares the rounded collapse (V4.1) or fp32 y (V4) */
-    int64_t rms_numel;   /* 4H, or H for the broadcast projection                    */
+    int32_t sq_rounded;    /* the norm squares the rounded collapse (V4.1) or fp32 y (V4) */
+    int64_t rms_numel;     /* 4H, or H for the broadcast projection                    */
     dsv4_mhc_plan_t plan;
     dsv4_mhc_gate_params_t gate;
     float norm_eps;
@@ -62,7 +62,7 @@ typedef struct mhc_pipe {
     /* the residual the collapse reads: res_out (POST, BCAST) or res (RES) */
     const uint16_t *col_src;
     int64_t col_src_stride;
-    float *ws; /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
+    float *ws;             /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
                   small-T records of tagged partials (gates_config.h) */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn the projection
                               pass reads, [48][K]: the call's fn_split (set up with the
@@ -95,8 +95,8 @@ typedef struct mhc_args_check {
     mhc_span_t span[24];
 } mhc_args_check_t;
 size_t mhc_rows_bytes(int64_t T, int64_t stride, int64_t row, size_t elem);
-dsv4_status_t mhc_arg(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t align,
-                      size_t bytes, int is_output);
+dsv4_status_t mhc_arg(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t align, size_t bytes,
+                      int is_output);
 dsv4_status_t mhc_check_overlaps(const mhc_args_check_t *c);
 /* A bf16 tensor of T rows of `row` elements at `stride` (16-byte aligned on run calls). */
 dsv4_status_t mhc_arg_rows(mhc_args_check_t *c, const char *what, const void *p, int required, int64_t T,
@@ -128,8 +128,7 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
 /* ---- CPU reference building blocks (gates_ref.c, collapse_ref.c) ----------------------- */
 /* One token's gates from raw mix partial sums (already summed) and its sum of squares. */
 void mhc_gates_ref_token(const float raw[24], float sq, float numel, const float *scale, const float *base,
-                         const dsv4_mhc_gate_params_t *g, float post[4], float comb[16], float pre[4],
-                         float mix[24]);
+                         const dsv4_mhc_gate_params_t *g, float post[4], float comb[16], float pre[4], float mix[24]);
 /* One token's collapse (p NULL = stream 0) with optional norm and aux. */
 void mhc_collapse_ref_token(const uint16_t *R, int64_t H, const float *p, const uint16_t *w, float norm_eps,
                             int sq_rounded, uint16_t *out, uint16_t *aux);
@@ -152,8 +151,8 @@ dsv4_status_t mhc_launch_proj_tc(const mhc_pipe_t *p, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int64_t K, dsv4_stream_t stream);
 /* The gates epilogue of the tensor-core route. */
 dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t stream);
-dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs,
-                              int64_t ros, dsv4_stream_t stream);
+dsv4_status_t mhc_launch_post(const dsv4_mhc_post_args_t *a, int64_t T, int64_t H, int64_t xs, int64_t rs, int64_t ros,
+                              dsv4_stream_t stream);
 dsv4_status_t mhc_launch_collapse(const dsv4_mhc_collapse_args_t *a, int64_t T, int64_t H, int sq_rounded,
                                   float norm_eps, int64_t rs, int64_t os, int64_t as, dsv4_stream_t stream);
 dsv4_status_t mhc_launch_fn_bcast(const float *fn, float *out, int64_t H, dsv4_stream_t stream);

@@ -33,7 +33,7 @@ size_t mhc_fn_hl_offset(const dsv4_mhc_plan_t *pl, int64_t T) {
 }
 
 dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t broadcast, int32_t route,
-                                  dsv4_mhc_plan_t *pl) {
+                               dsv4_mhc_plan_t *pl) {
     memset(pl, 0, sizeof *pl);
     int use_small;
     if (route == DSV4_MHC_ROUTE_SMALL_T) {
@@ -72,8 +72,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
     return DSV4_STATUS_SUCCESS;
 }
 
-dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, int32_t route,
-                            dsv4_mhc_plan_t *plan) {
+dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, int32_t route, dsv4_mhc_plan_t *plan) {
     static const char *op = "mhc_plan";
     DSV4_TRY(mhc_check_shape(op, tokens, hidden));
     DSV4_TRY(mhc_check_flag(op, "broadcast", broadcast));

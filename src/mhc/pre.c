@@ -45,9 +45,9 @@ static dsv4_status_t mhc_pre_setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_
     const int bc = d->broadcast != 0;
     if (T == 0) return DSV4_STATUS_SUCCESS;
     if (a->pre_mix && (d->variant == DSV4_MHC_V4 || bc))
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
-                         "pre_mix must be NULL %s", bc ? "with broadcast = 1 (the first layer collapses stream 0)"
-                                                       : "with variant DSV4_MHC_V4 (the collapse uses the fresh pre)");
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "pre_mix must be NULL %s",
+                         bc ? "with broadcast = 1 (the first layer collapses stream 0)"
+                            : "with variant DSV4_MHC_V4 (the collapse uses the fresh pre)");
     if (!bc && a->residual_out)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
                          "residual_out must be NULL unless broadcast = 1 (only the first layer writes a residual)");

@@ -78,11 +78,11 @@ template <int PROD> struct mhc_tc_geom {
     /* channels per chunk and stream (e's channels for BCAST), A / B columns per chunk */
     static constexpr int CW = MHC_TC_CHUNK_CHANNELS(PROD == MHC_PROD_BCAST);
     static constexpr int NCOL = PROD == MHC_PROD_BCAST ? CW : 4 * CW;
-    static constexpr int CG = CW / TPR;                            /* channels per thread           */
-    static constexpr int NA = PROD == MHC_PROD_BCAST ? CG / 8 : 4; /* A-row vectors: e, or 4 streams */
+    static constexpr int CG = CW / TPR;                             /* channels per thread           */
+    static constexpr int NA = PROD == MHC_PROD_BCAST ? CG / 8 : 4;  /* A-row vectors: e, or 4 streams */
     static constexpr int NV = NA + (PROD == MHC_PROD_POST ? 1 : 0); /* token-input vectors (+ x)     */
-    static constexpr int KSTEPS = NCOL / 16 / 4;                   /* per warp (k-quarter)          */
-    static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;          /* 16-byte B copies per thread   */
+    static constexpr int KSTEPS = NCOL / 16 / 4;                    /* per warp (k-quarter)          */
+    static constexpr int B_PIECES = 48 * NCOL / 8 / NTHR;           /* 16-byte B copies per thread   */
 };
 static_assert(mhc_tc_geom<MHC_PROD_POST>::B_PIECES * NTHR * 8 == 48 * KC, "B tile copies must split evenly");
 static_assert(mhc_tc_geom<MHC_PROD_BCAST>::B_PIECES * NTHR * 8 == 48 * KC / 2, "B tile copies must split evenly");
@@ -251,7 +251,7 @@ __device__ __forceinline__ void mhc_tc_produce(const mhc_pipe_t &p, const mhc_tc
 /* This warp's k-steps of the chunk: m-tile mt, k-quarter kq. */
 template <int PROD>
 __device__ __forceinline__ void mhc_tc_mma(const uint16_t *sA, const uint16_t *sB, int mt, int kq, int lane,
-                                       float acc[3][4]) {
+                                           float acc[3][4]) {
 #pragma unroll
     for (int kk = 0; kk < mhc_tc_geom<PROD>::KSTEPS; ++kk) {
         const int kb = (kq * mhc_tc_geom<PROD>::KSTEPS + kk) * 16;
@@ -277,8 +277,8 @@ __device__ __forceinline__ void mhc_tc_mma(const uint16_t *sA, const uint16_t *s
  * MHC_FN_SPLIT_VECS float4 a grid apart, all loads issued first, so that at K = 20480 120
  * CTAs hold the whole of fn in flight in one round trip. */
 constexpr int MHC_FN_SPLIT_VECS = 4;
-__global__ void __launch_bounds__(256) mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl,
-                                                            uint32_t K) {
+__global__ void __launch_bounds__(256)
+    mhc_fn_split_kernel(const float *__restrict__ fn, uint16_t *__restrict__ hl, uint32_t K) {
     const uint32_t n4 = 6 * K, stride = gridDim.x * blockDim.x; /* 24 K / 4 float4 */
     const uint32_t i0 = blockIdx.x * blockDim.x + threadIdx.x;
     float4 f[MHC_FN_SPLIT_VECS];
@@ -442,10 +442,11 @@ template <int PROD> static dsv4_status_t mhc_launch_proj_tc_prod(const mhc_pipe_
     case MHC_TC_AUX: return mhc_launch_proj_tc_mode<PROD, MHC_TC_AUX>(p, s);
     case MHC_TC_COLL | MHC_TC_AUX: return mhc_launch_proj_tc_mode<PROD, MHC_TC_COLL | MHC_TC_AUX>(p, s);
     case MHC_TC_COLL | MHC_TC_PMIX:
-        return mhc_launch_proj_tc_mode<PROD, PROD == MHC_PROD_BCAST ? MHC_TC_COLL : MHC_TC_COLL | MHC_TC_PMIX>(p, s);
+        return mhc_launch_proj_tc_mode < PROD,
+               PROD == MHC_PROD_BCAST ? MHC_TC_COLL : MHC_TC_COLL | MHC_TC_PMIX > (p, s);
     default:
-        return mhc_launch_proj_tc_mode<PROD, PROD == MHC_PROD_BCAST ? MHC_TC_COLL | MHC_TC_AUX
-                                                                   : MHC_TC_COLL | MHC_TC_PMIX | MHC_TC_AUX>(p, s);
+        return mhc_launch_proj_tc_mode < PROD,
+               PROD == MHC_PROD_BCAST ? MHC_TC_COLL | MHC_TC_AUX : MHC_TC_COLL | MHC_TC_PMIX | MHC_TC_AUX > (p, s);
     }
 }
 

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(MHC_SMALL_THREADS, MHC_SMALL_MIN_CTAS) mhc_sma
         });
         return;
     }
-    const int64_t t = b - P - R; /* gate CTA */
+    const int64_t t = b - P - R;                                                  /* gate CTA */
     const mhc_gate_coef gc = mhc_gate_coef_load(p.scale, p.base, p.sqrsum_in, t); /* in flight while it waits */
     if (p.epi != MHC_EPI_DELAYED && PROD != MHC_PROD_RES && p.res_out) { /* rows stored while the projection runs */
         mhc_small_with_src<PROD>(p, t, sm, [&](const auto &src) {

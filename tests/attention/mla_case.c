@@ -16,8 +16,7 @@ static void *xcalloc(size_t n, size_t size) {
     return p;
 }
 
-void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, int dups, int32_t *ids,
-                   int32_t *lens) {
+void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, int dups, int32_t *ids, int32_t *lens) {
     for (int t = 0; t < T; ++t) {
         int len = width;
         if (lens_mode == MLA_LENS_RANDOM) {
@@ -36,7 +35,9 @@ void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, 
                 v = (j % 5 == 0 && valid > 0) ? (int32_t)th_rng_range(r, 0, valid - 1) : -1;
             } else if (lens_mode == MLA_LENS_INVALID_ONLY) {
                 const int64_t u = th_rng_range(r, 0, 2);
-                v = u == 0 ? -1 : (u == 1 ? (int32_t)(valid + th_rng_range(r, 0, 1000)) : (int32_t)-th_rng_range(r, 2, 1000));
+                v = u == 0
+                        ? -1
+                        : (u == 1 ? (int32_t)(valid + th_rng_range(r, 0, 1000)) : (int32_t)-th_rng_range(r, 2, 1000));
             } else {
                 const int64_t u = th_rng_range(r, 0, 99);
                 if (u < 3) v = -1;
@@ -254,7 +255,8 @@ dsv4_sparse_mla_prefill_args_t mla_prefill_host_args(const mla_prefill_data_t *d
 }
 
 const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t n) {
-    snprintf(buf, n, "T=%d H=%d width=%d kv_rows=%d kv_stride=%lld lens_mode=%d sink_mode=%d q_scale=%g kv_scale=%g dups=%d",
+    snprintf(buf, n,
+             "T=%d H=%d width=%d kv_rows=%d kv_stride=%lld lens_mode=%d sink_mode=%d q_scale=%g kv_scale=%g dups=%d",
              c->T, c->H, c->width, c->kv_rows, (long long)c->kv_stride, c->lens_mode, c->sink_mode, c->q_scale,
              c->kv_scale, c->dups);
     return buf;

@@ -24,7 +24,7 @@ enum { MLA_SINK_NONE = 0, MLA_SINK_FINITE, MLA_SINK_NEG_INF, MLA_SINK_MIXED };
 
 typedef struct {
     int T, H;
-    int main_width, main_P, main_pages;   /* main (SWA) list and cache                */
+    int main_width, main_P, main_pages;    /* main (SWA) list and cache                */
     int extra_width, extra_P, extra_pages; /* extra_width 0: no compressed list         */
     int lens_mode, sink_mode;
     double q_scale;     /* q ~ N(0, q_scale^2): 1 typical, 40 for huge/tiny scores       */
@@ -77,8 +77,7 @@ const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t 
 
 /* Random ids for a [T, width] list over `valid` rows/slots: -1 padding past lens,
  * sprinkled -1, out-of-range ids (>= valid, or negative) and, with dups, repeats. */
-void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, int dups, int32_t *ids,
-                   int32_t *lens);
+void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, int dups, int32_t *ids, int32_t *lens);
 void mla_make_sink(th_rng_t *r, int H, int mode, float *sink);
 /* Full lists of a 4-request prefill chunk over kv_rows rows (4 slabs): token t of request
  * b lists width - 128 distinct random compressed rows of slab b, then the 128 window rows

@@ -84,11 +84,12 @@ int mla_decode_gpu(th_ctx_t *t, const mla_decode_data_t *d, mla_decode_dev_t *g,
     size_t need = 0;
     TH_OK(t, dsv4_sparse_mla_decode_workspace_size(desc, &need));
     th_buf_t ws = th_buf_device(need ? need : 16);
-    th_buf_poison(&ws, 0xFF);       /* NaN floats: an unwritten partial shows */
-    th_buf_poison(&g->b[1], 0xFF);  /* bf16 0xFFFF: NaN */
+    th_buf_poison(&ws, 0xFF);      /* NaN floats: an unwritten partial shows */
+    th_buf_poison(&g->b[1], 0xFF); /* bf16 0xFFFF: NaN */
     void *s = th_stream_create(t);
     const dsv4_status_t st = dsv4_sparse_mla_decode(desc, &g->args, need ? th_ptr(&ws) : NULL, need, DSV4_STREAM(s));
-    TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "dsv4_sparse_mla_decode: %s (%s)", dsv4_status_string(st), dsv4_last_error());
+    TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "dsv4_sparse_mla_decode: %s (%s)", dsv4_status_string(st),
+             dsv4_last_error());
     th_stream_sync_destroy(t, s);
     TH_CUDA(t, cudaGetLastError());
     th_buf_download(&g->b[1], out);
@@ -132,7 +133,8 @@ int mla_prefill_gpu(th_ctx_t *t, const mla_prefill_data_t *d, mla_prefill_dev_t 
     th_buf_poison(&g->b[1], 0xFF);
     void *s = th_stream_create(t);
     const dsv4_status_t st = dsv4_sparse_mla_prefill(desc, &g->args, NULL, 0, DSV4_STREAM(s));
-    TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "dsv4_sparse_mla_prefill: %s (%s)", dsv4_status_string(st), dsv4_last_error());
+    TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "dsv4_sparse_mla_prefill: %s (%s)", dsv4_status_string(st),
+             dsv4_last_error());
     th_stream_sync_destroy(t, s);
     TH_CUDA(t, cudaGetLastError());
     th_buf_download(&g->b[1], out);

@@ -30,7 +30,7 @@ typedef struct {
 #define MIS(p) ((const void *)((const char *)(p) + 2)) /* misaligned by 2 bytes */
 /* In the mutate functions: a forced configuration whose heads per CTA do not divide
  * `heads`, or that the op does not have. */
-#define UNSUPPORTED_CONFIG(heads, cfg) \
+#define UNSUPPORTED_CONFIG(heads, cfg)                                                                                 \
     (c->d.num_heads = (heads), c->d.config = (cfg), *want = DSV4_STATUS_UNSUPPORTED, *field = "config")
 
 /* Apply mutation i to a valid call; returns 0 past the last one. */
@@ -74,9 +74,7 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 31: c->a.main_cache = MIS(c->a.main_cache), *want = DSV4_STATUS_MISALIGNED, *field = "main_cache"; return 1;
     case 32: c->a.main_ids = MIS(c->a.main_ids), *want = DSV4_STATUS_MISALIGNED, *field = "main_ids"; return 1;
     case 33: c->a.sink = MIS(c->a.sink), *want = DSV4_STATUS_MISALIGNED, *field = "sink"; return 1;
-    case 34:
-        c->ws_bytes -= 1, *want = DSV4_STATUS_WORKSPACE_TOO_SMALL, *field = "workspace_bytes";
-        return 1;
+    case 34: c->ws_bytes -= 1, *want = DSV4_STATUS_WORKSPACE_TOO_SMALL, *field = "workspace_bytes"; return 1;
     case 35: c->ws = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "workspace"; return 1;
     case 36: c->stream = NULL, *want = DSV4_STATUS_NULL_POINTER, *field = "stream"; return 1;
     case 37: c->d.main.cache.page_tokens = -32, *field = "main.cache.page_tokens"; return 1;
@@ -169,8 +167,8 @@ static void expect(th_ctx_t *t, const char *op, const char *call, int i, dsv4_st
     TH_CHECK(t, got == want, "%s mutation %d (%s): %s returned %s, expected %s (%s)", op, i, field, call,
              dsv4_status_string(got), dsv4_status_string(want), msg);
     if (got != DSV4_STATUS_SUCCESS)
-        TH_CHECK(t, strstr(msg, op) && strstr(msg, field), "%s mutation %d: message should name '%s': %s", op, i,
-                 field, msg);
+        TH_CHECK(t, strstr(msg, op) && strstr(msg, field), "%s mutation %d: message should name '%s': %s", op, i, field,
+                 msg);
 }
 
 /* Buffers big enough for the valid calls above (host or device). */
@@ -225,8 +223,7 @@ static void run_prefill_table(th_ctx_t *t, const bufs_t *b, dsv4_stream_t s, int
             expect(t, "sparse_mla_prefill", "workspace_size", i, dsv4_sparse_mla_prefill_workspace_size(&c.d, &bytes),
                    want, field);
         }
-        if (i <= 15)
-            expect(t, "sparse_mla_prefill", "ref", i, dsv4_sparse_mla_prefill_ref(&c.d, &c.a), want, field);
+        if (i <= 15) expect(t, "sparse_mla_prefill", "ref", i, dsv4_sparse_mla_prefill_ref(&c.d, &c.a), want, field);
     }
 }
 
@@ -262,9 +259,15 @@ enum { Q_BYTES = 4 * 64 * 512 * 2, CACHE_BYTES = 2 * 19008, KV_BYTES = 64 * 512 
 
 void test_bad_input_decode(th_ctx_t *t) {
     /* Host memory that is never dereferenced: every check fails before any use. */
-    bufs_t b = {aligned_alloc(256, Q_BYTES), aligned_alloc(256, Q_BYTES), aligned_alloc(256, CACHE_BYTES),
-                aligned_alloc(256, 4096),    aligned_alloc(256, 256),     aligned_alloc(256, 256),
-                aligned_alloc(256, WS_BYTES), Q_BYTES, WS_BYTES};
+    bufs_t b = {aligned_alloc(256, Q_BYTES),
+                aligned_alloc(256, Q_BYTES),
+                aligned_alloc(256, CACHE_BYTES),
+                aligned_alloc(256, 4096),
+                aligned_alloc(256, 256),
+                aligned_alloc(256, 256),
+                aligned_alloc(256, WS_BYTES),
+                Q_BYTES,
+                WS_BYTES};
     run_decode_table(t, &b, DSV4_STREAM((void *)0x1), 0);
     null_structs(t, &b, DSV4_STREAM((void *)0x1));
     /* Auto splits with sm_count = 0 plan for the current device: where there is none,
@@ -280,9 +283,15 @@ void test_bad_input_decode(th_ctx_t *t) {
 }
 
 void test_bad_input_prefill(th_ctx_t *t) {
-    bufs_t b = {aligned_alloc(256, Q_BYTES), aligned_alloc(256, Q_BYTES), aligned_alloc(256, KV_BYTES),
-                aligned_alloc(256, 4096),    aligned_alloc(256, 256),     aligned_alloc(256, 256),
-                NULL,                        Q_BYTES,                     0};
+    bufs_t b = {aligned_alloc(256, Q_BYTES),
+                aligned_alloc(256, Q_BYTES),
+                aligned_alloc(256, KV_BYTES),
+                aligned_alloc(256, 4096),
+                aligned_alloc(256, 256),
+                aligned_alloc(256, 256),
+                NULL,
+                Q_BYTES,
+                0};
     run_prefill_table(t, &b, DSV4_STREAM((void *)0x1), 0);
     free(b.q), free(b.out), free(b.cache), free(b.ids), free(b.lens), free(b.sink);
 }
@@ -298,8 +307,8 @@ void test_gpu_bad_input(th_ctx_t *t) {
     th_buf_poison(&out, 0xA5);
     th_buf_poison(&ws, 0x5A);
     void *s = th_stream_create(t);
-    bufs_t b = {th_ptr(&q), th_ptr(&out), th_ptr(&cache), th_ptr(&ids), th_ptr(&lens), th_ptr(&sink), th_ptr(&ws),
-                Q_BYTES, WS_BYTES};
+    bufs_t b = {th_ptr(&q),    th_ptr(&out), th_ptr(&cache), th_ptr(&ids), th_ptr(&lens),
+                th_ptr(&sink), th_ptr(&ws),  Q_BYTES,        WS_BYTES};
     run_decode_table(t, &b, DSV4_STREAM(s), 1);
     b.cache = th_ptr(&kv);
     run_prefill_table(t, &b, DSV4_STREAM(s), 1);

@@ -297,8 +297,7 @@ static void test_plan(th_ctx_t *t) {
         TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &p));
         size_t ws = 0;
         TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&d, &ws));
-        const size_t want_ws =
-            cases[i].want_merge ? (size_t)cases[i].T * cases[i].want_S * cases[i].H * 515 * 4 : 0;
+        const size_t want_ws = cases[i].want_merge ? (size_t)cases[i].T * cases[i].want_S * cases[i].H * 515 * 4 : 0;
         TH_CHECK(t,
                  p.config == cases[i].want_config && p.num_splits == cases[i].want_S &&
                      p.merge == cases[i].want_merge && ws == want_ws && p.workspace_bytes == ws,
@@ -328,12 +327,15 @@ static void test_plan(th_ctx_t *t) {
     pd.width = 640;
     dsv4_sparse_mla_plan_t p;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
-    TH_CHECK(t, p.config == DSV4_MLA_CONFIG_WS32 && p.heads_per_cta == 32 && p.warps == 6 && p.num_splits == 1 && p.ctas == 8192,
-             "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config,
-             (long long)p.heads_per_cta, (long long)p.warps, (long long)p.ctas);
+    TH_CHECK(t,
+             p.config == DSV4_MLA_CONFIG_WS32 && p.heads_per_cta == 32 && p.warps == 6 && p.num_splits == 1 &&
+                 p.ctas == 8192,
+             "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config, (long long)p.heads_per_cta,
+             (long long)p.warps, (long long)p.ctas);
     pd.num_heads = 16;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
-    TH_CHECK(t, p.config == DSV4_MLA_CONFIG_H16W4 && p.heads_per_cta == 16, "prefill H=16: config %lld", (long long)p.config);
+    TH_CHECK(t, p.config == DSV4_MLA_CONFIG_H16W4 && p.heads_per_cta == 16, "prefill H=16: config %lld",
+             (long long)p.config);
     TH_OK(t, dsv4_sparse_mla_prefill_workspace_size(&pd, &ws));
     TH_CHECK(t, ws == 0, "prefill workspace %zu", ws);
 }
@@ -362,8 +364,14 @@ static void test_page_magic(th_ctx_t *t) {
         const kv_page_div_t pd = kv_page_div_make(P);
         const uint32_t magic = pd.magic;
         const int32_t shift = pd.shift;
-        const uint32_t edges[] = {0, 1, (uint32_t)P - 1, (uint32_t)P, (uint32_t)P + 1, 0x7FFFFFFFu,
-                                  (uint32_t)(0x7FFFFFFFu / P * P), (uint32_t)(0x7FFFFFFFu / P * P - 1)};
+        const uint32_t edges[] = {0,
+                                  1,
+                                  (uint32_t)P - 1,
+                                  (uint32_t)P,
+                                  (uint32_t)P + 1,
+                                  0x7FFFFFFFu,
+                                  (uint32_t)(0x7FFFFFFFu / P * P),
+                                  (uint32_t)(0x7FFFFFFFu / P * P - 1)};
         for (int e = 0; e < 8; ++e) bad += !magic_div_ok(P, edges[e], magic, shift);
         for (int k = 0; k < 2000; ++k) {
             const uint32_t n = th_rng_u32(r) & 0x7FFFFFFFu;

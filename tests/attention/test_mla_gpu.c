@@ -71,10 +71,10 @@ static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_
     mla_decode_free(&d);
 }
 
-static const run_opts_t all_configs[] = {
-    {DSV4_MLA_CONFIG_AUTO, 0, 0},  {DSV4_MLA_CONFIG_H16W4, 0, 0}, {DSV4_MLA_CONFIG_H32W4, 0, 0},
-    {DSV4_MLA_CONFIG_H32W8, 0, 0}, {DSV4_MLA_CONFIG_WS32, 0, 0},  {DSV4_MLA_CONFIG_WS64, 0, 0},
-    {DSV4_MLA_CONFIG_H16W8, 0, 0}};
+static const run_opts_t all_configs[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0},  {DSV4_MLA_CONFIG_H16W4, 0, 0},
+                                         {DSV4_MLA_CONFIG_H32W4, 0, 0}, {DSV4_MLA_CONFIG_H32W8, 0, 0},
+                                         {DSV4_MLA_CONFIG_WS32, 0, 0},  {DSV4_MLA_CONFIG_WS64, 0, 0},
+                                         {DSV4_MLA_CONFIG_H16W8, 0, 0}};
 
 void test_gpu_decode_random(th_ctx_t *t) {
     /* T, H, main(width, P, pages), extra(width, P, pages), lens, sink, q_scale, dups, nan, pad */
@@ -83,9 +83,9 @@ void test_gpu_decode_random(th_ctx_t *t) {
         {3, 32, 128, 32, 24, 1024, 64, 80, MLA_LENS_RANDOM, MLA_SINK_MIXED, 1.5, 0, 0, 0},
         {2, 64, 128, 32, 24, 2048, 64, 80, MLA_LENS_RANDOM, MLA_SINK_NEG_INF, 1.0, 1, 0, 0},
         {2, 128, 128, 32, 24, 512, 64, 80, MLA_LENS_FULL, MLA_SINK_NONE, 1.0, 0, 0, 0},
-        {7, 64, 128, 32, 24, 0, 0, 0, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 0, 0, 0}, /* SWA only */
+        {7, 64, 128, 32, 24, 0, 0, 0, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 0, 0, 0},     /* SWA only */
         {4, 48, 128, 5, 40, 300, 2, 700, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 48}, /* odd P, padded pages */
-        {3, 64, 100, 32, 8, 517, 64, 40, MLA_LENS_FULL, MLA_SINK_MIXED, 2.0, 0, 0, 16}, /* no tile multiples */
+        {3, 64, 100, 32, 8, 517, 64, 40, MLA_LENS_FULL, MLA_SINK_MIXED, 2.0, 0, 0, 16},    /* no tile multiples */
     };
     for (int i = 0; i < TH_COUNT(cases); ++i) decode_case(t, &cases[i], all_configs, TH_COUNT(all_configs), 0);
 }
@@ -114,13 +114,13 @@ void test_gpu_decode_edges(th_ctx_t *t) {
 
 void test_gpu_decode_splits(th_ctx_t *t) {
     const mla_decode_case_t c = {3, 64, 128, 32, 24, 512, 64, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
-    const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 1, 0},   {DSV4_MLA_CONFIG_AUTO, 2, 0},
-                               {DSV4_MLA_CONFIG_AUTO, 4, 0},   {DSV4_MLA_CONFIG_AUTO, 16, 0},
-                               {DSV4_MLA_CONFIG_AUTO, 32, 0},  {DSV4_MLA_CONFIG_H16W4, 16, 0},
-                               {DSV4_MLA_CONFIG_H32W8, 2, 0},  {DSV4_MLA_CONFIG_H32W4, 16, 0},
-                               {DSV4_MLA_CONFIG_H16W4, 1, 1},  {DSV4_MLA_CONFIG_WS32, 2, 0},
-                               {DSV4_MLA_CONFIG_WS32, 16, 0},  {DSV4_MLA_CONFIG_WS64, 2, 0},
-                               {DSV4_MLA_CONFIG_WS64, 16, 0},  {DSV4_MLA_CONFIG_H16W8, 2, 0},
+    const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 1, 0},  {DSV4_MLA_CONFIG_AUTO, 2, 0},
+                               {DSV4_MLA_CONFIG_AUTO, 4, 0},  {DSV4_MLA_CONFIG_AUTO, 16, 0},
+                               {DSV4_MLA_CONFIG_AUTO, 32, 0}, {DSV4_MLA_CONFIG_H16W4, 16, 0},
+                               {DSV4_MLA_CONFIG_H32W8, 2, 0}, {DSV4_MLA_CONFIG_H32W4, 16, 0},
+                               {DSV4_MLA_CONFIG_H16W4, 1, 1}, {DSV4_MLA_CONFIG_WS32, 2, 0},
+                               {DSV4_MLA_CONFIG_WS32, 16, 0}, {DSV4_MLA_CONFIG_WS64, 2, 0},
+                               {DSV4_MLA_CONFIG_WS64, 16, 0}, {DSV4_MLA_CONFIG_H16W8, 2, 0},
                                {DSV4_MLA_CONFIG_H16W8, 16, 0}};
     decode_case(t, &c, opts, TH_COUNT(opts), 0);
 }
@@ -191,8 +191,8 @@ static void decode_partials(th_ctx_t *t, int config, int heads) {
                 for (int dd = 0; dd < 512; ++dd) {
                     const double e = fabs(acc[r * 512 + dd] / l - ref[((size_t)tk * H + h) * 512 + dd]);
                     if (!(e <= DSV4_MLA_TOL_MAX_ABS * d.max_abs_k) && bad++ < 4)
-                        th_fail(t, __FILE__, __LINE__, "split %d token %d head %d dim %d: acc/l %.6g ref %.6g", s, tk, h,
-                                dd, acc[r * 512 + dd] / l, ref[((size_t)tk * H + h) * 512 + dd]);
+                        th_fail(t, __FILE__, __LINE__, "split %d token %d head %d dim %d: acc/l %.6g ref %.6g", s, tk,
+                                h, dd, acc[r * 512 + dd] / l, ref[((size_t)tk * H + h) * 512 + dd]);
                     worst_o = fmax(worst_o, e);
                 }
             }
@@ -320,8 +320,9 @@ static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *co
                 }
             max_err->all = fmax(max_err->all, we);
             max_err->below1 = fmax(max_err->below1, below1);
-            th_note(t, "%s: max abs error %.3e (|ref| < 1: %.3e), largest at token %zu head %zu dim %zu (got %.6g, ref "
-                       "%.6g)",
+            th_note(t,
+                    "%s: max abs error %.3e (|ref| < 1: %.3e), largest at token %zu head %zu dim %zu (got %.6g, ref "
+                    "%.6g)",
                     what, we, below1, worst / ((size_t)c->H * 512), worst / 512 % c->H, worst % 512,
                     dsv4_bf16_to_f32(out[worst]), ref[worst]);
         }
@@ -348,7 +349,7 @@ void test_gpu_prefill_random(th_ctx_t *t) {
         {5, 32, 77, 50, MLA_LENS_EMPTY, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
         {5, 32, 77, 50, MLA_LENS_INVALID_ONLY, MLA_SINK_NONE, 1.0, 1.0, 0, 0},
         {4, 16, 300, 1000, MLA_LENS_RANDOM, MLA_SINK_MIXED, 40.0, 1.0, 1, 0}, /* huge / tiny scores */
-        {3, 64, 640, 0, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},       /* kv_rows = 0 */
+        {3, 64, 640, 0, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},      /* kv_rows = 0 */
     };
     for (int i = 0; i < TH_COUNT(cases); ++i)
         prefill_case(t, &cases[i], prefill_configs, TH_COUNT(prefill_configs), 0, NULL);
@@ -374,8 +375,9 @@ void test_gpu_prefill_unit_scale(th_ctx_t *t) {
     for (int i = 0; i < TH_COUNT(wide); ++i)
         prefill_case(t, &wide[i], prefill_configs, TH_COUNT(prefill_configs), 0, &worst);
     prefill_case(t, &swa_only, prefill_configs, TH_COUNT(prefill_configs), 0, &worst_swa);
-    th_note(t, "unit-scale prefill: max abs error %.3e at widths 640 and 1152 (%.3e where |out| < 1; Triton baseline "
-               "<= %.1e); %.3e at the SWA-only width 128 (%.3e where |out| < 1; contract only)",
+    th_note(t,
+            "unit-scale prefill: max abs error %.3e at widths 640 and 1152 (%.3e where |out| < 1; Triton baseline "
+            "<= %.1e); %.3e at the SWA-only width 128 (%.3e where |out| < 1; contract only)",
             worst.all, worst.below1, DSV4_MLA_TOL_UNIT_PREFILL, worst_swa.all, worst_swa.below1);
     TH_CHECK(t, worst.below1 <= DSV4_MLA_TOL_UNIT_PREFILL,
              "unit-scale max abs error %.3e (|out| < 1) is above the %.1e of the upstream Triton kernel", worst.below1,

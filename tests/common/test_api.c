@@ -33,8 +33,8 @@ static void test_status_codes_pinned(th_ctx_t *t) {
                   {DSV4_STATUS_INTERNAL, 8, "DSV4_STATUS_INTERNAL"}};
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; ++i) {
         TH_CHECK(t, (int)pinned[i].s == pinned[i].value, "%s = %d", pinned[i].name, (int)pinned[i].s);
-        TH_CHECK(t, strcmp(dsv4_status_string(pinned[i].s), pinned[i].name) == 0, "string of %d is %s",
-                 pinned[i].value, dsv4_status_string(pinned[i].s));
+        TH_CHECK(t, strcmp(dsv4_status_string(pinned[i].s), pinned[i].name) == 0, "string of %d is %s", pinned[i].value,
+                 dsv4_status_string(pinned[i].s));
     }
     TH_CHECK(t, strcmp(dsv4_status_string((dsv4_status_t)99), "unknown status") == 0, "unknown status string");
 }

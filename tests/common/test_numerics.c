@@ -115,13 +115,13 @@ void test_e4m3_known_answers(th_ctx_t *t) {
     static const struct {
         float x;
         uint8_t code;
-    } kat[] = {{1.0f, 0x38},       {-1.0f, 0xB8},        {1.0625f, 0x38},   {1.1875f, 0x3A},    {3.0f, 0x44},
-               {0.1f, 0x1D},       {0x1p-10f, 0x00},     {0x1.8p-10f, 0x01}, {240.0f, 0x77},    {448.0f, 0x7E},
-               {464.0f, 0x7E},     {480.0f, 0x7E},       {1e9f, 0x7E},      {INFINITY, 0x7E},   {-INFINITY, 0xFE},
-               {-0.0f, 0x80},      {0x1p-6f, 0x08},      {256.0f, 0x78},    {8.0f, 0x50},       {-448.0f, 0xFE}};
+    } kat[] = {{1.0f, 0x38},   {-1.0f, 0xB8},    {1.0625f, 0x38},    {1.1875f, 0x3A},  {3.0f, 0x44},
+               {0.1f, 0x1D},   {0x1p-10f, 0x00}, {0x1.8p-10f, 0x01}, {240.0f, 0x77},   {448.0f, 0x7E},
+               {464.0f, 0x7E}, {480.0f, 0x7E},   {1e9f, 0x7E},       {INFINITY, 0x7E}, {-INFINITY, 0xFE},
+               {-0.0f, 0x80},  {0x1p-6f, 0x08},  {256.0f, 0x78},     {8.0f, 0x50},     {-448.0f, 0xFE}};
     for (size_t i = 0; i < sizeof kat / sizeof kat[0]; ++i)
-        TH_CHECK(t, dsv4_f32_to_e4m3(kat[i].x) == kat[i].code, "encode(%a) = 0x%02x, expected 0x%02x",
-                 (double)kat[i].x, dsv4_f32_to_e4m3(kat[i].x), kat[i].code);
+        TH_CHECK(t, dsv4_f32_to_e4m3(kat[i].x) == kat[i].code, "encode(%a) = 0x%02x, expected 0x%02x", (double)kat[i].x,
+                 dsv4_f32_to_e4m3(kat[i].x), kat[i].code);
     TH_CHECK(t, dsv4_f32_to_e4m3(NAN) == 0x7F && dsv4_f32_to_e4m3(-NAN) == 0x7F, "NaN must encode to 0x7F");
     /* What the quantizer sees: every bf16 pattern clamped to +-448. */
     for (uint32_t h = 0; h < 65536; ++h) {
@@ -146,8 +146,9 @@ void test_e4m3_decode_all(th_ctx_t *t) {
             TH_CHECK(t, dsv4_f32_to_e4m3(got) == b, "encode(decode(0x%02x)) = 0x%02x", b, dsv4_f32_to_e4m3(got));
         }
     }
-    TH_CHECK(t, dsv4_e4m3_to_f32(0x01) == 0x1p-9f && dsv4_e4m3_to_f32(0x7E) == 448.0f &&
-                    dsv4_e4m3_to_f32(0xFE) == -448.0f && dsv4_e4m3_to_f32(0x50) == 8.0f,
+    TH_CHECK(t,
+             dsv4_e4m3_to_f32(0x01) == 0x1p-9f && dsv4_e4m3_to_f32(0x7E) == 448.0f &&
+                 dsv4_e4m3_to_f32(0xFE) == -448.0f && dsv4_e4m3_to_f32(0x50) == 8.0f,
              "table values");
 }
 
@@ -174,15 +175,14 @@ void test_ue8m0_choice(th_ctx_t *t) {
     for (int k = -10; k <= 100; ++k) {
         float a = ldexpf(1.75f, k);
         int got = dsv4_ue8m0_from_amax(a);
-        TH_CHECK(t, got == ref_ue8m0(a) && got == (k - 8 + 127 > 105 ? k - 8 + 127 : 105),
-                 "amax 1.75*2^%d: enc %d", k, got);
+        TH_CHECK(t, got == ref_ue8m0(a) && got == (k - 8 + 127 > 105 ? k - 8 + 127 : 105), "amax 1.75*2^%d: enc %d", k,
+                 got);
     }
     static const struct {
         float amax;
         int enc;
-    } kat[] = {{0.0f, 105},   {1e-5f, 105},  {4.0f, 121},       {300.0f, 127},        {1.0f, 119},
-               {1.75f, 119},  {1.7578125f, 120}, {448.0f, 127}, {449.0f, 128},        {896.0f, 128},
-               {0x1.FEp127f, 247}, {INFINITY, 255}};
+    } kat[] = {{0.0f, 105},       {1e-5f, 105},  {4.0f, 121},   {300.0f, 127}, {1.0f, 119},        {1.75f, 119},
+               {1.7578125f, 120}, {448.0f, 127}, {449.0f, 128}, {896.0f, 128}, {0x1.FEp127f, 247}, {INFINITY, 255}};
     for (size_t i = 0; i < sizeof kat / sizeof kat[0]; ++i)
         TH_CHECK(t, dsv4_ue8m0_from_amax(kat[i].amax) == kat[i].enc, "amax %a: enc %d, expected %d",
                  (double)kat[i].amax, dsv4_ue8m0_from_amax(kat[i].amax), kat[i].enc);
@@ -253,8 +253,8 @@ void test_block_known_answers(th_ctx_t *t) {
     x[1] = dsv4_round_bf16(-0.7f);
     x[2] = 5.0f;
     TH_CHECK(t, quantize_block(x, c) == 127, "[300, -0.7, 5] enc");
-    TH_CHECK(t, c[0] == 0x79 && c[1] == 0xB3 && c[2] == 0x4A && c[3] == 0x00, "[300,-0.7,5] codes %02x %02x %02x",
-             c[0], c[1], c[2]);
+    TH_CHECK(t, c[0] == 0x79 && c[1] == 0xB3 && c[2] == 0x4A && c[3] == 0x00, "[300,-0.7,5] codes %02x %02x %02x", c[0],
+             c[1], c[2]);
     for (int d = 0; d < 64; ++d) x[d] = dsv4_bf16_to_f32(0x3728);
     TH_CHECK(t, quantize_block(x, c) == 105 && c[0] == 0x62, "below-floor block: enc/code");
     TH_CHECK(t, dsv4_e4m3_to_f32(0x62) * dsv4_ue8m0_to_f32(105) == 9.5367431640625e-06f, "below-floor dequant");

@@ -66,10 +66,11 @@ extern "C" void test_gpu_f32_sweep_vs_hardware(th_ctx_t *t) {
     TH_CUDA(t, cudaGetLastError());
     TH_CUDA(t, cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
     cudaFree(d);
-    th_note(t, "e4m3 vs %s: %llu mismatches, %llu negative-NaN differences; bf16 vs cvt.rn.bf16.f32: %llu "
-               "mismatches, %llu NaN-payload differences",
-            h.hardware_fp8 ? "hardware cvt.rn.satfinite.e4m3x2.f32" : "CUDA's software fp8 conversion",
-            h.e4m3_bad, h.e4m3_neg_nan, h.bf16_bad, h.bf16_nan_payload);
+    th_note(t,
+            "e4m3 vs %s: %llu mismatches, %llu negative-NaN differences; bf16 vs cvt.rn.bf16.f32: %llu "
+            "mismatches, %llu NaN-payload differences",
+            h.hardware_fp8 ? "hardware cvt.rn.satfinite.e4m3x2.f32" : "CUDA's software fp8 conversion", h.e4m3_bad,
+            h.e4m3_neg_nan, h.bf16_bad, h.bf16_nan_payload);
     TH_CHECK(t, h.e4m3_bad == 0, "e4m3 encoder differs from the GPU at %llu patterns, first 0x%08x", h.e4m3_bad,
              h.first_e4m3);
     TH_CHECK(t, h.bf16_bad == 0, "bf16 rounding differs from the GPU at %llu patterns, first 0x%08x", h.bf16_bad,

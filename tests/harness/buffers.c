@@ -92,7 +92,8 @@ int th_buf_guards_ok(th_ctx_t *t, const th_buf_t *b, const char *what) {
     if (!want || !got) die("out of host memory");
     canary_bytes(b->canary, want, 2 * b->guard);
     if (b->on_device) {
-        if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(got, b->base, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        if (cudaDeviceSynchronize() != cudaSuccess ||
+            cudaMemcpy(got, b->base, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess ||
             cudaMemcpy(got + b->guard, b->base + b->guard + b->bytes, b->guard, cudaMemcpyDeviceToHost) != cudaSuccess)
             die("canary download failed");
     } else {
@@ -116,10 +117,8 @@ int th_buf_guards_ok(th_ctx_t *t, const th_buf_t *b, const char *what) {
 
 void th_buf_free(th_buf_t *b) {
     if (!b->base) return;
-    if (b->on_device)
-        cudaFree(b->base);
-    else
-        free(b->base);
+    if (b->on_device) cudaFree(b->base);
+    else free(b->base);
     b->base = NULL;
 }
 

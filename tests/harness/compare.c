@@ -11,8 +11,7 @@ size_t th_cmp_bytes(th_ctx_t *t, const char *what, const void *got, const void *
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
         if (g[i] == w[i]) continue;
-        if (bad < 8)
-            th_fail(t, __FILE__, __LINE__, "%s: byte %zu is 0x%02x, expected 0x%02x", what, i, g[i], w[i]);
+        if (bad < 8) th_fail(t, __FILE__, __LINE__, "%s: byte %zu is 0x%02x, expected 0x%02x", what, i, g[i], w[i]);
         ++bad;
     }
     if (bad) th_fail(t, __FILE__, __LINE__, "%s: %zu of %zu bytes differ", what, bad, n);
@@ -54,8 +53,8 @@ th_err_t th_err_f64(const double *got, const double *ref, size_t n) {
 }
 
 int th_check_err(th_ctx_t *t, const char *what, th_err_t e, double abs_tol, double rel_l2_tol) {
-    th_note(t, "%s: n=%zu max_abs=%.3e (at %zu) max_rel=%.3e (at %zu) rel_l2=%.3e nmse=%.3e max|ref|=%.3e", what,
-            e.n, e.max_abs, e.worst_abs, e.max_rel, e.worst_rel, e.rel_l2, e.nmse, e.max_ref);
+    th_note(t, "%s: n=%zu max_abs=%.3e (at %zu) max_rel=%.3e (at %zu) rel_l2=%.3e nmse=%.3e max|ref|=%.3e", what, e.n,
+            e.max_abs, e.worst_abs, e.max_rel, e.worst_rel, e.rel_l2, e.nmse, e.max_ref);
     int ok = 1;
     if (e.nan_mismatch || e.inf_mismatch) {
         th_fail(t, __FILE__, __LINE__, "%s: NaN positions differ at %zu, inf at %zu places", what, e.nan_mismatch,

@@ -46,22 +46,22 @@ void th_fail(th_ctx_t *t, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-#define TH_CHECK(t, cond, ...)                                   \
-    do {                                                         \
-        if (!(cond)) th_fail((t), __FILE__, __LINE__, __VA_ARGS__); \
+#define TH_CHECK(t, cond, ...)                                                                                         \
+    do {                                                                                                               \
+        if (!(cond)) th_fail((t), __FILE__, __LINE__, __VA_ARGS__);                                                    \
     } while (0)
 /* Check a library call's status. */
-#define TH_EXPECT_STATUS(t, call, want)                                                                   \
-    do {                                                                                                  \
-        dsv4_status_t th_st_ = (call);                                                                    \
-        if (th_st_ != (want))                                                                             \
-            th_fail((t), __FILE__, __LINE__, "%s returned %s, expected %s (last error: %s)", #call,       \
-                    dsv4_status_string(th_st_), dsv4_status_string(want), dsv4_last_error());             \
+#define TH_EXPECT_STATUS(t, call, want)                                                                                \
+    do {                                                                                                               \
+        dsv4_status_t th_st_ = (call);                                                                                 \
+        if (th_st_ != (want))                                                                                          \
+            th_fail((t), __FILE__, __LINE__, "%s returned %s, expected %s (last error: %s)", #call,                    \
+                    dsv4_status_string(th_st_), dsv4_status_string(want), dsv4_last_error());                          \
     } while (0)
 #define TH_OK(t, call) TH_EXPECT_STATUS(t, call, DSV4_STATUS_SUCCESS)
 
-int th_failed(const th_ctx_t *t);            /* failures so far in this test */
-void th_skip(th_ctx_t *t, const char *why);  /* mark skipped (when nothing failed) */
+int th_failed(const th_ctx_t *t);               /* failures so far in this test */
+void th_skip(th_ctx_t *t, const char *why);     /* mark skipped (when nothing failed) */
 void th_note(th_ctx_t *t, const char *fmt, ...) /* an informational line */
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -74,7 +74,7 @@ uint64_t th_seed(const th_ctx_t *t);
 typedef struct {
     uint64_t s[4];
 } th_rng_t;
-th_rng_t *th_rng(th_ctx_t *t);        /* this test's generator */
+th_rng_t *th_rng(th_ctx_t *t); /* this test's generator */
 void th_rng_seed(th_rng_t *r, uint64_t seed);
 uint64_t th_rng_u64(th_rng_t *r);
 uint32_t th_rng_u32(th_rng_t *r);
@@ -87,18 +87,18 @@ void th_rng_shuffle_i32(th_rng_t *r, int32_t *a, int64_t n);
 
 /* ---- buffers with guard bands ---------------------------------------------------------- */
 typedef struct {
-    uint8_t *base;   /* allocation start (host or device)            */
-    size_t bytes;    /* payload size                                 */
-    size_t guard;    /* canary bytes on each side                    */
+    uint8_t *base; /* allocation start (host or device)            */
+    size_t bytes;  /* payload size                                 */
+    size_t guard;  /* canary bytes on each side                    */
     int on_device;
     uint64_t canary; /* seed of the canary byte stream               */
 } th_buf_t;
 
 th_buf_t th_buf_host(size_t bytes);
-th_buf_t th_buf_device(size_t bytes); /* cudaMalloc; guards written with cudaMemcpy */
-void *th_ptr(const th_buf_t *b);      /* payload (256-byte aligned)                  */
-void th_buf_upload(th_buf_t *b, const void *host_src);    /* whole payload */
-void th_buf_download(const th_buf_t *b, void *host_dst);  /* whole payload */
+th_buf_t th_buf_device(size_t bytes);                    /* cudaMalloc; guards written with cudaMemcpy */
+void *th_ptr(const th_buf_t *b);                         /* payload (256-byte aligned)                  */
+void th_buf_upload(th_buf_t *b, const void *host_src);   /* whole payload */
+void th_buf_download(const th_buf_t *b, void *host_dst); /* whole payload */
 void th_buf_poison(th_buf_t *b, uint8_t byte);
 /* 1 if both canaries are intact; on damage records a failure naming `what`. */
 int th_buf_guards_ok(th_ctx_t *t, const th_buf_t *b, const char *what);

@@ -66,7 +66,8 @@ void th_note(th_ctx_t *t, const char *fmt, ...) {
 }
 
 static void usage(const char *prog) {
-    printf("usage: %s [--seed N] [--filter SUBSTR] [--exclude SUBSTR[,SUBSTR...]] [--cpu-only | --gpu-only] [--list]\n", prog);
+    printf("usage: %s [--seed N] [--filter SUBSTR] [--exclude SUBSTR[,SUBSTR...]] [--cpu-only | --gpu-only] [--list]\n",
+           prog);
 }
 
 /* --exclude / DSV4_TEST_EXCLUDE: comma-separated substrings; a test matching any is left out. */
@@ -143,8 +144,8 @@ int th_main(int argc, char **argv, const th_test_t *tests, int n) {
         tc->fn(&ctx);
         double dt = now_s() - t0;
         if (ctx.failures) {
-            printf("[ FAILED  ] %s (%d failures, %.2f s; rerun with --seed %llu --filter %s)\n", tc->name,
-                   ctx.failures, dt, (unsigned long long)seed, tc->name);
+            printf("[ FAILED  ] %s (%d failures, %.2f s; rerun with --seed %llu --filter %s)\n", tc->name, ctx.failures,
+                   dt, (unsigned long long)seed, tc->name);
             ++failed;
         } else if (ctx.skipped) {
             printf("[ SKIPPED ] %s: %s\n", tc->name, ctx.skip_why);

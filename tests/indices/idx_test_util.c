@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "idx_test.h"
 
 static idx_dev_t dev_make(size_t bytes, size_t off, const void *host, const char *what) {
@@ -92,8 +91,7 @@ size_t idx_cmp_i32(th_ctx_t *t, const char *case_name, const char *what, const i
             if (stride > 0)
                 th_fail(t, __FILE__, __LINE__, "[%s] %s(row %lld, col %lld) = %d, want %d", case_name, what,
                         (long long)(i / (size_t)stride), (long long)(i % (size_t)stride), got[i], want[i]);
-            else
-                th_fail(t, __FILE__, __LINE__, "[%s] %s[%zu] = %d, want %d", case_name, what, i, got[i], want[i]);
+            else th_fail(t, __FILE__, __LINE__, "[%s] %s[%zu] = %d, want %d", case_name, what, i, got[i], want[i]);
         }
         ++bad;
     }

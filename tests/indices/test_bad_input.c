@@ -75,8 +75,8 @@ typedef dsv4_decode_swa_indices_args_t DA;
     FIELD(D, num_tokens, -1, DSV4_STATUS_INVALID_VALUE),                                                               \
         FIELD(D, num_tokens, INT64_C(1) << 31, DSV4_STATUS_INVALID_VALUE),                                             \
         FIELD(D, topk, -1, DSV4_STATUS_INVALID_VALUE), FIELD(D, num_reqs, 0, DSV4_STATUS_INVALID_VALUE),               \
-        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_table_width, 0, DSV4_STATUS_INVALID_VALUE),        \
-        FIELD(D, page_tokens, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, page_tokens, -16, DSV4_STATUS_INVALID_VALUE),      \
+        FIELD(D, num_reqs, -2, DSV4_STATUS_INVALID_VALUE), FIELD(D, block_table_width, 0, DSV4_STATUS_INVALID_VALUE),  \
+        FIELD(D, page_tokens, 0, DSV4_STATUS_INVALID_VALUE), FIELD(D, page_tokens, -16, DSV4_STATUS_INVALID_VALUE),    \
         FIELD(D, topk_stride, 7, DSV4_STATUS_INVALID_VALUE), FIELD(D, topk_stride, -8, DSV4_STATUS_INVALID_VALUE),     \
         FIELD(D, block_table_stride, 3, DSV4_STATUS_INVALID_VALUE)
 
@@ -271,10 +271,8 @@ static void bufs_check_untouched(th_ctx_t *t, bufs_t *b) {
     for (int i = 0; i < NB; ++i) {
         if (!b->out[i]) continue;
         uint8_t *h = malloc(b->bytes[i]);
-        if (b->host)
-            memcpy(h, b->p[i], b->bytes[i]);
-        else
-            idx_dev_get(t, &b->dev[i], h);
+        if (b->host) memcpy(h, b->p[i], b->bytes[i]);
+        else idx_dev_get(t, &b->dev[i], h);
         for (size_t k = 0; k < b->bytes[i]; ++k)
             if (h[k] != IDX_POISON) {
                 th_fail(t, __FILE__, __LINE__, "buffer %d byte %zu written by a failing call", i, k);
@@ -286,10 +284,8 @@ static void bufs_check_untouched(th_ctx_t *t, bufs_t *b) {
 
 static void bufs_free(bufs_t *b) {
     for (int i = 0; i < NB; ++i) {
-        if (b->host)
-            free(b->p[i]);
-        else
-            idx_dev_free(&b->dev[i]);
+        if (b->host) free(b->p[i]);
+        else idx_dev_free(&b->dev[i]);
     }
 }
 

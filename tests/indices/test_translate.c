@@ -22,7 +22,8 @@ static const char *kind_name[] = {"narrow", "wide", "sparse", "tiny", "junk", "m
 int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
                  const dsv4_topk_translate_args_t *h, size_t in_off, size_t out_off) {
     const int64_t T = d->num_tokens, K = d->topk;
-    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
+    const int64_t ts = d->topk_stride ? d->topk_stride : K,
+                  bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
     const int64_t os = d->out_stride ? d->out_stride : K;
     idx_dev_t topk = idx_dev_in(h->topk_indices, (size_t)(T * ts) * 4, in_off, "topk_indices");
     idx_dev_t t2r = idx_dev_in(h->token_to_req, (size_t)T * 4, 0, "token_to_req");
@@ -44,7 +45,8 @@ int tt_gpu_dense(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t
 int tt_gpu_packed(th_ctx_t *t, const char *name, const dsv4_topk_translate_desc_t *d,
                   const dsv4_topk_translate_packed_args_t *h, size_t in_off, size_t out_off) {
     const int64_t T = d->num_tokens, K = d->topk;
-    const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
+    const int64_t ts = d->topk_stride ? d->topk_stride : K,
+                  bst = d->block_table_stride ? d->block_table_stride : d->block_table_width;
     size_t ws_bytes = 0;
     TH_OK(t, dsv4_topk_translate_packed_workspace_size(d, &ws_bytes));
     idx_dev_t topk = idx_dev_in(h->topk_indices, (size_t)(T * ts) * 4, in_off, "topk_indices");
@@ -102,10 +104,8 @@ static void fill_row(th_rng_t *r, int32_t *row, int64_t K, int64_t width, int64_
     }
     int64_t n = K;
     const int64_t pick = th_rng_range(r, 0, 99);
-    if (pick < 15)
-        n = 0;
-    else if (pick < 55)
-        n = th_rng_range(r, 0, K);
+    if (pick < 15) n = 0;
+    else if (pick < 55) n = th_rng_range(r, 0, K);
     if (kind == KIND_SPARSE && n > 8) n = th_rng_range(r, 1, 8);
     int64_t lo = 0, hi = vlimit; /* values in [lo, hi) */
     if (kind == KIND_NARROW) {

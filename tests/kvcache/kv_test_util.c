@@ -30,7 +30,7 @@ void kvt_fill_row(th_rng_t *r, kvt_row_kind_t kind, uint16_t *row) {
         break;
     case KVT_ROW_BELOW_FLOOR:
         for (int d = 0; d < 512; ++d) row[d] = bf16_of(th_rng_logmag(r, -30, -13.5)); /* 2^-13.5 < 1e-4 */
-        if (th_rng_range(r, 0, 1)) row[th_rng_range(r, 0, 447)] = 0x3728;             /* bf16(1e-5): below the amax floor */
+        if (th_rng_range(r, 0, 1)) row[th_rng_range(r, 0, 447)] = 0x3728; /* bf16(1e-5): below the amax floor */
         break;
     case KVT_ROW_TIES:
         /* Block amax exactly 448 * 2^e pins e; the other elements sit halfway between two
@@ -47,9 +47,7 @@ void kvt_fill_row(th_rng_t *r, kvt_row_kind_t kind, uint16_t *row) {
             row[64 * k + th_rng_range(r, 0, 63)] = bf16_of(ldexp(448.0, e));
         }
         break;
-    case KVT_ROW_NORMAL:
-        th_fill_bf16_normal(r, row, 512, 1.0);
-        break;
+    case KVT_ROW_NORMAL: th_fill_bf16_normal(r, row, 512, 1.0); break;
     case KVT_ROW_SPECIAL:
     default: {
         static const uint16_t special[6] = {0x7FC0, 0xFFC1, 0x7F81, 0x7F80, 0xFF80, 0x7FFF};
@@ -144,8 +142,8 @@ static void describe(kvt_geom_t g, int64_t off, char *buf, size_t n) {
     if (in < g.P * 576) {
         const int64_t p = in / 576, b = in % 576;
         if (b < 448)
-            snprintf(buf, n, "page %lld slot %lld (id %lld) NoPE dim %lld (block %lld)", (long long)page,
-                     (long long)p, (long long)(page * g.P + p), (long long)b, (long long)(b / 64));
+            snprintf(buf, n, "page %lld slot %lld (id %lld) NoPE dim %lld (block %lld)", (long long)page, (long long)p,
+                     (long long)(page * g.P + p), (long long)b, (long long)(b / 64));
         else
             snprintf(buf, n, "page %lld slot %lld (id %lld) RoPE dim %lld byte %lld", (long long)page, (long long)p,
                      (long long)(page * g.P + p), (long long)(448 + (b - 448) / 2), (long long)(b % 2));
@@ -190,8 +188,7 @@ size_t kvt_cmp_bf16_exact(th_ctx_t *t, const char *what, const uint16_t *got, co
                     (long long)(i / cols), (long long)(i % cols), got[i], want[i]);
         ++bad;
     }
-    if (bad)
-        th_fail(t, __FILE__, __LINE__, "%s: %zu of %lld elements differ", what, bad, (long long)(rows * cols));
+    if (bad) th_fail(t, __FILE__, __LINE__, "%s: %zu of %lld elements differ", what, bad, (long long)(rows * cols));
     return bad;
 }
 
@@ -220,7 +217,7 @@ th_buf_t kvt_dev_from(const void *host, size_t n) {
 
 /* The token whose slot holds the first differing byte, with its row kind and encs. */
 void kvt_explain_insert(th_ctx_t *t, kvt_geom_t g, const uint8_t *got, const uint8_t *want, const int64_t *slots,
-                           int64_t T, const int *kinds, const uint16_t *k, int64_t kst) {
+                        int64_t T, const int *kinds, const uint16_t *k, int64_t kst) {
     size_t i = 0, n = kvt_cache_bytes(g);
     while (i < n && got[i] == want[i]) ++i;
     if (i == n) return;
@@ -228,11 +225,13 @@ void kvt_explain_insert(th_ctx_t *t, kvt_geom_t g, const uint8_t *got, const uin
     const int64_t p = in < g.P * 576 ? in / 576 : (in < g.P * 584 ? (in - g.P * 576) / 8 : -1);
     for (int64_t tk = 0; tk < T && p >= 0; ++tk) {
         if (slots[tk] != page * g.P + p) continue;
-        th_note(t, "first difference is in the record of token %lld (row kind %s), slot %lld; model encs %d %d %d %d "
-                   "%d %d %d", (long long)tk, kinds ? kvt_row_kind_name((kvt_row_kind_t)kinds[tk]) : "-",
-                (long long)slots[tk], kvt_model_enc(k + tk * kst), kvt_model_enc(k + tk * kst + 64),
-                kvt_model_enc(k + tk * kst + 128), kvt_model_enc(k + tk * kst + 192), kvt_model_enc(k + tk * kst + 256),
-                kvt_model_enc(k + tk * kst + 320), kvt_model_enc(k + tk * kst + 384));
+        th_note(t,
+                "first difference is in the record of token %lld (row kind %s), slot %lld; model encs %d %d %d %d "
+                "%d %d %d",
+                (long long)tk, kinds ? kvt_row_kind_name((kvt_row_kind_t)kinds[tk]) : "-", (long long)slots[tk],
+                kvt_model_enc(k + tk * kst), kvt_model_enc(k + tk * kst + 64), kvt_model_enc(k + tk * kst + 128),
+                kvt_model_enc(k + tk * kst + 192), kvt_model_enc(k + tk * kst + 256), kvt_model_enc(k + tk * kst + 320),
+                kvt_model_enc(k + tk * kst + 384));
         if (in < g.P * 576 && in % 576 < 448) {
             const int64_t blk = (in % 576) / 64;
             char line[64 * 7 + 1];
@@ -243,4 +242,3 @@ void kvt_explain_insert(th_ctx_t *t, kvt_geom_t g, const uint8_t *got, const uin
     }
     th_note(t, "first difference at cache byte %zu belongs to no inserted token (a stray write)", i);
 }
-

@@ -87,7 +87,7 @@ void test_kv_bad_input_insert(th_ctx_t *t) {
     const dsv4_kv_insert_args_t ga = {k, slots, cache};
     expect_null_desc(t, &insert_api, &good, &ga);
     dsv4_kv_insert_desc_t d;
-#define DCASE(field_assign, st, field, value) \
+#define DCASE(field_assign, st, field, value)                                                                          \
     (d = good, field_assign, expect_bad(t, &insert_api, &d, &ga, 1, st, field, value))
     DCASE(d.num_tokens = -1, DSV4_STATUS_INVALID_VALUE, "num_tokens", "-1");
     DCASE(d.page_tokens = 0, DSV4_STATUS_INVALID_VALUE, "page_tokens", "0");
@@ -125,13 +125,19 @@ void test_kv_bad_input_swa(th_ctx_t *t) {
     memset(cache, 0x77, 19008 + 64);
     memcpy(keep, cache, 19008 + 64);
     memcpy(qkeep, q, 4 * 3 * 1024);
-    const dsv4_kv_swa_write_desc_t good = {.num_tokens = 4, .num_insert = 4, .num_heads = 2, .num_heads_padded = 3,
-                                           .max_position = 8, .page_tokens = 32, .page_stride_bytes = 19008,
-                                           .num_pages = 1, .eps = 1e-6f};
+    const dsv4_kv_swa_write_desc_t good = {.num_tokens = 4,
+                                           .num_insert = 4,
+                                           .num_heads = 2,
+                                           .num_heads_padded = 3,
+                                           .max_position = 8,
+                                           .page_tokens = 32,
+                                           .page_stride_bytes = 19008,
+                                           .num_pages = 1,
+                                           .eps = 1e-6f};
     const dsv4_kv_swa_write_args_t ga = {q, kv, pos, slots, cs, cache};
     expect_null_desc(t, &swa_api, &good, &ga);
     dsv4_kv_swa_write_desc_t d;
-#define DCASE(field_assign, st, field, value) \
+#define DCASE(field_assign, st, field, value)                                                                          \
     (d = good, field_assign, expect_bad(t, &swa_api, &d, &ga, 1, st, field, value))
     DCASE(d.num_tokens = -2, DSV4_STATUS_INVALID_VALUE, "num_tokens", "-2");
     DCASE(d.num_insert = 5, DSV4_STATUS_INVALID_VALUE, "num_insert", "5");
@@ -178,12 +184,16 @@ void test_kv_bad_input_gather(th_ctx_t *t) {
     for (int i = 0; i < 2; ++i) seq[i] = 8, glen[i] = 8, table[i] = i;
     memset(out, 0x5A, out_bytes);
     memcpy(keep, out, out_bytes);
-    const dsv4_kv_gather_desc_t good = {.num_reqs = 2, .block_table_width = 1, .out_rows = 8, .page_tokens = 64,
-                                        .page_stride_bytes = 37440, .num_pages = 2};
+    const dsv4_kv_gather_desc_t good = {.num_reqs = 2,
+                                        .block_table_width = 1,
+                                        .out_rows = 8,
+                                        .page_tokens = 64,
+                                        .page_stride_bytes = 37440,
+                                        .num_pages = 2};
     const dsv4_kv_gather_args_t ga = {cache, seq, glen, table, out};
     expect_null_desc(t, &gather_api, &good, &ga);
     dsv4_kv_gather_desc_t d;
-#define DCASE(field_assign, st, field, value) \
+#define DCASE(field_assign, st, field, value)                                                                          \
     (d = good, field_assign, expect_bad(t, &gather_api, &d, &ga, 1, st, field, value))
     DCASE(d.num_reqs = -1, DSV4_STATUS_INVALID_VALUE, "num_reqs", "-1");
     DCASE(d.block_table_width = -1, DSV4_STATUS_INVALID_VALUE, "block_table_width", "-1");

@@ -38,19 +38,37 @@ void test_kv_gather_known_answers(th_ctx_t *t) {
     for (int i = 0; i < 128; ++i) data[448 + i] = (uint8_t)(i * 37 + 1);
     for (int i = 0; i < 8 * 512; ++i) out[i] = POISON;
     int32_t L = 5, G = 4, table[2] = {1, 7};
-    dsv4_kv_gather_desc_t d = {.num_reqs = 1, .block_table_width = 2, .out_rows = 8, .offset = 2, .page_tokens = 2,
-                               .page_stride_bytes = 1728, .num_pages = 2};
+    dsv4_kv_gather_desc_t d = {.num_reqs = 1,
+                               .block_table_width = 2,
+                               .out_rows = 8,
+                               .offset = 2,
+                               .page_tokens = 2,
+                               .page_stride_bytes = 1728,
+                               .num_pages = 2};
     dsv4_kv_gather_args_t a = {cache, &L, &G, table, out};
     TH_OK(t, dsv4_kv_gather_ref(&d, &a));
     const uint16_t *row = out + 2 * 512;
     struct {
         int dim;
         uint16_t want;
-    } ka[] = {{0, 0x3F80},   {1, 0x3B00},   {2, 0x7FFF},   {3, 0x7FFF},   {4, 0x8000}, {5, 0xBF80},
-              {6, 0x0000},   {64, 0x43E0},  {65, 0x3C80},  {128, 0x4460}, {192, 0x7FFF},
-              {193, 0x7F80}, {194, 0xFF80}, {256, 0x0000}, {257, 0x8000},
+    } ka[] = {{0, 0x3F80},
+              {1, 0x3B00},
+              {2, 0x7FFF},
+              {3, 0x7FFF},
+              {4, 0x8000},
+              {5, 0xBF80},
+              {6, 0x0000},
+              {64, 0x43E0},
+              {65, 0x3C80},
+              {128, 0x4460},
+              {192, 0x7FFF},
+              {193, 0x7F80},
+              {194, 0xFF80},
+              {256, 0x0000},
+              {257, 0x8000},
               {320, dsv4_f32_to_bf16(9.5367431640625e-06f)},
-              {384, dsv4_f32_to_bf16(0x1p127f)}, {385, 0x7F80}};
+              {384, dsv4_f32_to_bf16(0x1p127f)},
+              {385, 0x7F80}};
     /* 1.0; 2^-9; NaN; NaN; -0; -1.0; 0; 448; 2^-6; 896 (enc 128); 0 * inf = NaN; +inf; -inf;
      * enc 0: +0 and -0; a below-floor value; enc 254: 2^127, and 448 * 2^127 -> inf. */
     for (size_t i = 0; i < sizeof ka / sizeof ka[0]; ++i)
@@ -111,7 +129,11 @@ void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c)
             for (int k = 0; k < 8; ++k) {
                 uint8_t *s = c->cache + pg * g.stride + g.P * 576 + p * 8 + k;
                 const int64_t pick = th_rng_range(r, 0, 40);
-                *s = pick == 0 ? 0 : pick == 1 ? 255 : pick == 2 ? 254 : pick == 3 ? 1 : (uint8_t)th_rng_range(r, 105, 247);
+                *s = pick == 0   ? 0
+                     : pick == 1 ? 255
+                     : pick == 2 ? 254
+                     : pick == 3 ? 1
+                                 : (uint8_t)th_rng_range(r, 105, 247);
             }
     const int64_t maxlen = g.num_pages * g.P + g.P;
     c->width = (maxlen + g.P - 1) / g.P;
@@ -140,20 +162,20 @@ void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c)
         c->seq[b] = (int32_t)th_rng_range(r, 0, maxlen);
         if (c->glen) {
             const int64_t pick = th_rng_range(r, 0, 7);
-            c->glen[b] = (int32_t)(pick == 0 ? 0 : pick == 1 ? c->seq[b] + th_rng_range(r, 1, 5) /* G > L */
-                                                              : th_rng_range(r, 0, c->seq[b]));
+            c->glen[b] = (int32_t)(pick == 0   ? 0
+                                   : pick == 1 ? c->seq[b] + th_rng_range(r, 1, 5) /* G > L */
+                                               : th_rng_range(r, 0, c->seq[b]));
         }
         for (int64_t j = 0; j < c->desc.block_table_stride; ++j) {
             const int64_t pick = th_rng_range(r, 0, 15);
-            c->table[b * c->desc.block_table_stride + j] =
-                (int32_t)(pick == 0 ? -1 : pick == 1 ? g.num_pages + th_rng_range(r, 0, 5) : th_rng_range(r, 0, g.num_pages - 1));
+            c->table[b * c->desc.block_table_stride + j] = (int32_t)(pick == 0   ? -1
+                                                                     : pick == 1 ? g.num_pages + th_rng_range(r, 0, 5)
+                                                                                 : th_rng_range(r, 0, g.num_pages - 1));
         }
     }
 }
 
-void kvt_gather_case_free(kvt_gather_case_t *c) {
-    free(c->cache), free(c->seq), free(c->glen), free(c->table);
-}
+void kvt_gather_case_free(kvt_gather_case_t *c) { free(c->cache), free(c->seq), free(c->glen), free(c->table); }
 
 void kvt_gather_expected(const kvt_gather_case_t *c, uint16_t *want) {
     dsv4_kv_gather_args_t a = {c->cache, c->seq, c->glen, c->table, want};
@@ -183,7 +205,10 @@ size_t kvt_cmp_gather(th_ctx_t *t, const char *what, const kvt_gather_case_t *c,
 
 void test_kv_gather_random_vs_model(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 7}, {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4}, {256, 256 * 584 + 16, 2}, {3, 3 * 584 + 40, 30}};
+    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 7},
+                                       {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4},
+                                       {256, 256 * 584 + 16, 2},
+                                       {3, 3 * 584 + 40, 30}};
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);
@@ -195,8 +220,8 @@ void test_kv_gather_random_vs_model(th_ctx_t *t) {
         kvt_cmp_gather(t, "gather_ref vs model", &c, got, want);
         if (th_failed(t)) {
             th_note(t, "case %d: R=%lld P=%lld offset=%lld out_rows=%lld strides=(%lld, %lld) glens=%s", it,
-                    (long long)c.desc.num_reqs, (long long)c.g.P, (long long)c.desc.offset,
-                    (long long)c.desc.out_rows, (long long)c.sreq, (long long)c.srow, c.glen ? "yes" : "no");
+                    (long long)c.desc.num_reqs, (long long)c.g.P, (long long)c.desc.offset, (long long)c.desc.out_rows,
+                    (long long)c.sreq, (long long)c.srow, c.glen ? "yes" : "no");
             break;
         }
         free(got), free(want);
@@ -206,8 +231,12 @@ void test_kv_gather_random_vs_model(th_ctx_t *t) {
 
 void test_kv_plans(th_ctx_t *t) {
     kv_gather_plan_t gp;
-    dsv4_kv_gather_desc_t gd = {.num_reqs = 4, .block_table_width = 10, .out_rows = 131072, .page_tokens = 64,
-                                .page_stride_bytes = 37440, .num_pages = 10};
+    dsv4_kv_gather_desc_t gd = {.num_reqs = 4,
+                                .block_table_width = 10,
+                                .out_rows = 131072,
+                                .page_tokens = 64,
+                                .page_stride_bytes = 37440,
+                                .num_pages = 10};
     TH_OK(t, kv_gather_plan(&gd, &gp));
     TH_CHECK(t, gp.workers == KV_GATHER_MAX_WORKERS, "131072 rows: %lld workers", (long long)gp.workers);
     TH_CHECK(t, gp.out_stride_row == 512 && gp.out_stride_req == 131072 * 512 && gp.block_table_stride == 10,
@@ -228,9 +257,15 @@ void test_kv_plans(th_ctx_t *t) {
              "insert plan %lld blocks stride %lld", (long long)ip.blocks, (long long)ip.k_stride_row);
 
     kv_swa_plan_t sp;
-    dsv4_kv_swa_write_desc_t sd = {.num_tokens = 8192, .num_insert = 8192, .num_heads = 60, .num_heads_padded = 64,
-                                   .max_position = 10, .page_tokens = 32, .page_stride_bytes = 19008,
-                                   .num_pages = 300, .eps = 1e-6f};
+    dsv4_kv_swa_write_desc_t sd = {.num_tokens = 8192,
+                                   .num_insert = 8192,
+                                   .num_heads = 60,
+                                   .num_heads_padded = 64,
+                                   .max_position = 10,
+                                   .page_tokens = 32,
+                                   .page_stride_bytes = 19008,
+                                   .num_pages = 300,
+                                   .eps = 1e-6f};
     TH_OK(t, kv_swa_plan(&sd, &sp));
     TH_CHECK(t, sp.tasks_per_token == 65 && sp.blocks == (8192 * 65 + KV_SWA_WARPS - 1) / KV_SWA_WARPS,
              "swa plan: %lld tasks per token, %lld blocks", (long long)sp.tasks_per_token, (long long)sp.blocks);

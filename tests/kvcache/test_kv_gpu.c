@@ -61,8 +61,11 @@ static void gpu_insert_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t kst, i
     for (size_t i = 0; i < cbytes; ++i) want[i] = (uint8_t)th_rng_u32(r); /* poison: a random image */
     th_buf_t dk = kvt_dev_from(k, kbytes), ds = kvt_dev_from(slots, (size_t)(T ? T : 1) * 8);
     th_buf_t dc = kvt_dev_from(want, cbytes);
-    dsv4_kv_insert_desc_t d = {.num_tokens = T, .k_stride_row = kst, .page_tokens = g.P,
-                               .page_stride_bytes = g.stride, .num_pages = g.num_pages};
+    dsv4_kv_insert_desc_t d = {.num_tokens = T,
+                               .k_stride_row = kst,
+                               .page_tokens = g.P,
+                               .page_stride_bytes = g.stride,
+                               .num_pages = g.num_pages};
     dsv4_kv_insert_args_t ha = {k, slots, want}, da = {th_ptr(&dk), th_ptr(&ds), th_ptr(&dc)};
     TH_OK(t, dsv4_kv_insert_ref(&d, &ha));
     void *s = th_stream_create(t);
@@ -83,12 +86,14 @@ static void gpu_insert_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t kst, i
 
 void test_kv_gpu_insert(th_ctx_t *t) {
     gpu_insert_case(t, (kvt_geom_t){MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 40}, 2000, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 70}, 2000, 520, 13);   /* V4.1 SWA page, padded k */
+    gpu_insert_case(t, (kvt_geom_t){MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 70}, 2000, 520,
+                    13); /* V4.1 SWA page, padded k */
     gpu_insert_case(t, (kvt_geom_t){256, 256 * 584 + 48, 9}, 2000, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 700}, 1000, 1024, 1);   /* V4 C128A page */
-    gpu_insert_case(t, (kvt_geom_t){64, 64 * 584, 3}, 7, 512, 0);     /* a partial CTA */
+    gpu_insert_case(t, (kvt_geom_t){MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 700}, 1000, 1024,
+                    1);                                           /* V4 C128A page */
+    gpu_insert_case(t, (kvt_geom_t){64, 64 * 584, 3}, 7, 512, 0); /* a partial CTA */
     gpu_insert_case(t, (kvt_geom_t){1, 592, 10}, 1, 512, 0);
-    gpu_insert_case(t, (kvt_geom_t){MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 2}, 0, 512, 0);        /* no-op */
+    gpu_insert_case(t, (kvt_geom_t){MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 2}, 0, 512, 0); /* no-op */
 }
 
 /* ---- SWA writer --------------------------------------------------------------------------- */
@@ -107,20 +112,31 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
     uint8_t *want = aligned_alloc(64, cbytes), *got = malloc(cbytes);
     for (size_t i = 0; i < qn; ++i) q[i] = (uint16_t)th_rng_u32(r); /* gaps and padding heads: junk */
     for (int64_t n = 0; n < c.N; ++n)
-        for (int64_t h = 0; h < c.H; ++h) kvt_fill_row(r, (kvt_row_kind_t)((n + h) % KVT_ROW_KINDS), q + n * c.st + h * c.sh);
+        for (int64_t h = 0; h < c.H; ++h)
+            kvt_fill_row(r, (kvt_row_kind_t)((n + h) % KVT_ROW_KINDS), q + n * c.st + h * c.sh);
     kvt_fill_rows(r, kv, c.Ni, c.kvs, KVT_ROW_KINDS, NULL);
     for (int64_t i = 0; i < max_pos * 64; ++i) cs[i] = (float)(2.0 * th_rng_unit(r) - 1.0);
-    for (int64_t n = 0; n < c.N; ++n) pos[n] = th_rng_range(r, 0, 15) ? th_rng_range(r, 0, max_pos - 1) : th_rng_range(r, -2, 2 * max_pos);
+    for (int64_t n = 0; n < c.N; ++n)
+        pos[n] = th_rng_range(r, 0, 15) ? th_rng_range(r, 0, max_pos - 1) : th_rng_range(r, -2, 2 * max_pos);
     kvt_make_slots(r, g, c.Ni, 1, slots);
     for (size_t i = 0; i < cbytes; ++i) want[i] = (uint8_t)th_rng_u32(r);
     memcpy(q_in, q, qn * 2);
-    th_buf_t dq = kvt_dev_from(q, qn * 2), dkv = kvt_dev_from(kv, kvn * 2), dcs = kvt_dev_from(cs, (size_t)max_pos * 256);
+    th_buf_t dq = kvt_dev_from(q, qn * 2), dkv = kvt_dev_from(kv, kvn * 2),
+             dcs = kvt_dev_from(cs, (size_t)max_pos * 256);
     th_buf_t dpos = kvt_dev_from(pos, (size_t)c.N * 8), dsl = kvt_dev_from(slots, (size_t)(c.Ni ? c.Ni : 1) * 8);
     th_buf_t dc = kvt_dev_from(want, cbytes);
-    dsv4_kv_swa_write_desc_t d = {.num_tokens = c.N, .num_insert = c.Ni, .num_heads = c.H, .num_heads_padded = c.Hp,
-                                  .q_stride_token = c.st, .q_stride_head = c.sh, .kv_stride_row = c.kvs,
-                                  .max_position = max_pos, .page_tokens = g.P, .page_stride_bytes = g.stride,
-                                  .num_pages = g.num_pages, .eps = 1e-6f};
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = c.N,
+                                  .num_insert = c.Ni,
+                                  .num_heads = c.H,
+                                  .num_heads_padded = c.Hp,
+                                  .q_stride_token = c.st,
+                                  .q_stride_head = c.sh,
+                                  .kv_stride_row = c.kvs,
+                                  .max_position = max_pos,
+                                  .page_tokens = g.P,
+                                  .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages,
+                                  .eps = 1e-6f};
     dsv4_kv_swa_write_args_t ha = {q, kv, pos, slots, cs, want};
     dsv4_kv_swa_write_args_t da = {th_ptr(&dq), th_ptr(&dkv), th_ptr(&dpos), th_ptr(&dsl), th_ptr(&dcs), th_ptr(&dc)};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &ha));
@@ -130,7 +146,8 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
     th_buf_download(&dc, got);
     th_buf_download(&dq, got_q);
     char what[160];
-    snprintf(what, sizeof what, "kv_swa_write N=%lld Ni=%lld H=%lld Hp=%lld strides(head %lld, token %lld, kv %lld) P=%lld",
+    snprintf(what, sizeof what,
+             "kv_swa_write N=%lld Ni=%lld H=%lld Hp=%lld strides(head %lld, token %lld, kv %lld) P=%lld",
              (long long)c.N, (long long)c.Ni, (long long)c.H, (long long)c.Hp, (long long)c.sh, (long long)c.st,
              (long long)c.kvs, (long long)g.P);
     kvt_cmp_cache(t, what, g, got, want);
@@ -148,8 +165,8 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
             if (bad++ < 8)
                 th_fail(t, __FILE__, __LINE__,
                         "%s: q token %lld (position %lld) %s %lld dim %lld is 0x%04x, expected 0x%04x (input 0x%04x)",
-                        what, (long long)n, (long long)pos[n], h < c.Hp ? "head" : "token gap after head",
-                        (long long)h, (long long)dd, got_q[i], q[i], q_in[i]);
+                        what, (long long)n, (long long)pos[n], h < c.Hp ? "head" : "token gap after head", (long long)h,
+                        (long long)dd, got_q[i], q[i], q_in[i]);
         }
     if (bad) th_fail(t, __FILE__, __LINE__, "%s: %zu q elements out of tolerance", what, bad);
     th_note(t, "%s: %zu q elements 1 ulp off the reference (0 expected)", what, off_1ulp);
@@ -163,18 +180,22 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
 }
 
 void test_kv_gpu_swa(th_ctx_t *t) {
-    const kvt_geom_t v41 = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 40}, v4 = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 20};
+    const kvt_geom_t v41 = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 40},
+                     v4 = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 20};
     gpu_swa_case(t, v41, (swa_shape_t){300, 300, 64, 64, 512, 64 * 512, 512});
     gpu_swa_case(t, v41, (swa_shape_t){257, 200, 32, 32, 520, 32 * 520 + 8, 528}); /* gaps everywhere */
-    gpu_swa_case(t, v4, (swa_shape_t){100, 100, 16, 64, 512, 64 * 512, 512});    /* head padding 16 -> 64 */
-    gpu_swa_case(t, v4, (swa_shape_t){33, 0, 1, 1, 512, 512, 512});               /* nothing to insert */
+    gpu_swa_case(t, v4, (swa_shape_t){100, 100, 16, 64, 512, 64 * 512, 512});      /* head padding 16 -> 64 */
+    gpu_swa_case(t, v4, (swa_shape_t){33, 0, 1, 1, 512, 512, 512});                /* nothing to insert */
     gpu_swa_case(t, v41, (swa_shape_t){1, 1, 128, 128, 512, 128 * 512, 512});      /* decode-like, one token */
 }
 
 /* ---- gather ------------------------------------------------------------------------------- */
 void test_kv_gpu_gather(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 60}, {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 30}, {256, 256 * 584 + 16, 8}, {3, 3 * 584 + 40, 300}};
+    static const kvt_geom_t geoms[] = {{MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 60},
+                                       {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 30},
+                                       {256, 256 * 584 + 16, 8},
+                                       {3, 3 * 584 + 40, 300}};
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);
@@ -234,16 +255,27 @@ void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t) {
     ai.cache = th_ptr(&dc);
     TH_EXPECT_STATUS(t, dsv4_kv_insert(&di, &ai, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);
 
-    dsv4_kv_swa_write_desc_t ds = {.num_tokens = 4, .num_insert = 4, .num_heads = 2, .max_position = 4,
-                                   .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 4, .eps = -1.0f};
+    dsv4_kv_swa_write_desc_t ds = {.num_tokens = 4,
+                                   .num_insert = 4,
+                                   .num_heads = 2,
+                                   .max_position = 4,
+                                   .page_tokens = 64,
+                                   .page_stride_bytes = 37440,
+                                   .num_pages = 4,
+                                   .eps = -1.0f};
     dsv4_kv_swa_write_args_t as = {th_ptr(&dq), th_ptr(&dk), slots, slots, th_ptr(&dk), th_ptr(&dc)};
     TH_EXPECT_STATUS(t, dsv4_kv_swa_write(&ds, &as, NULL, 0, st), DSV4_STATUS_INVALID_VALUE);
     ds.eps = 1e-6f, as.cos_sin_cache = (const float *)((const char *)th_ptr(&dk) + 4);
     TH_EXPECT_STATUS(t, dsv4_kv_swa_write(&ds, &as, NULL, 0, st), DSV4_STATUS_MISALIGNED);
 
     int32_t *i32 = th_ptr(&dmeta);
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 2, .block_table_width = 1, .out_rows = 8, .out_stride_row = 516,
-                                .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 4};
+    dsv4_kv_gather_desc_t dg = {.num_reqs = 2,
+                                .block_table_width = 1,
+                                .out_rows = 8,
+                                .out_stride_row = 516,
+                                .page_tokens = 64,
+                                .page_stride_bytes = 37440,
+                                .num_pages = 4};
     dsv4_kv_gather_args_t ag = {th_ptr(&dc), i32, NULL, i32, th_ptr(&dout)};
     TH_EXPECT_STATUS(t, dsv4_kv_gather(&dg, &ag, NULL, 0, st), DSV4_STATUS_MISALIGNED);
     dg.out_stride_row = 0, dg.offset = 9;
@@ -277,10 +309,15 @@ void test_kv_gpu_graph_capture(th_ctx_t *t) {
     th_buf_t dout = th_buf_device((size_t)T * 1024);
     th_buf_poison(&dout, 0x5A);
     dsv4_kv_insert_desc_t di = {T, 0, 64, 37440, 4};
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 1, .block_table_width = 4, .out_rows = T, .page_tokens = 64,
-                                .page_stride_bytes = 37440, .num_pages = 4};
+    dsv4_kv_gather_desc_t dg = {.num_reqs = 1,
+                                .block_table_width = 4,
+                                .out_rows = T,
+                                .page_tokens = 64,
+                                .page_stride_bytes = 37440,
+                                .num_pages = 4};
     dsv4_kv_insert_args_t hi = {k, slots, cache}, ai = {th_ptr(&dk), th_ptr(&ds), th_ptr(&dc)};
-    dsv4_kv_gather_args_t hg = {cache, &L, NULL, table, want}, ag = {th_ptr(&dc), th_ptr(&dl), NULL, th_ptr(&dt), th_ptr(&dout)};
+    dsv4_kv_gather_args_t hg = {cache, &L, NULL, table, want},
+                          ag = {th_ptr(&dc), th_ptr(&dl), NULL, th_ptr(&dt), th_ptr(&dout)};
     TH_OK(t, dsv4_kv_insert_ref(&di, &hi));
     TH_OK(t, dsv4_kv_gather_ref(&dg, &hg));
     cudaStream_t s = (cudaStream_t)th_stream_create(t);

@@ -29,9 +29,7 @@ static int64_t window_of(int64_t page) {
     return -1;
 }
 /* slot in the big cache -> slot in the compact image (same position, renumbered page) */
-static int64_t compact_slot(int64_t slot) {
-    return slot < 0 ? slot : window_of(slot / BIG_P) * BIG_P + slot % BIG_P;
-}
+static int64_t compact_slot(int64_t slot) { return slot < 0 ? slot : window_of(slot / BIG_P) * BIG_P + slot % BIG_P; }
 
 static void verify_whole_cache(th_ctx_t *t, const th_buf_t *dc, const uint8_t *image) {
     const int64_t chunk_pages = 7000;
@@ -102,8 +100,13 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
     th_buf_t dq = kvt_dev_from(q, (size_t)(N * H) * 1024), dkv = kvt_dev_from(kv, (size_t)N * 1024);
     th_buf_t dcs = kvt_dev_from(cs, (size_t)max_pos * 256), dpos = kvt_dev_from(pos, sizeof pos);
     th_buf_t dss = kvt_dev_from(sslots, sizeof sslots);
-    dsv4_kv_swa_write_desc_t dsw = {.num_tokens = N, .num_insert = N, .num_heads = H, .max_position = max_pos,
-                                    .page_tokens = BIG_P, .page_stride_bytes = BIG_STRIDE, .num_pages = BIG_PAGES,
+    dsv4_kv_swa_write_desc_t dsw = {.num_tokens = N,
+                                    .num_insert = N,
+                                    .num_heads = H,
+                                    .max_position = max_pos,
+                                    .page_tokens = BIG_P,
+                                    .page_stride_bytes = BIG_STRIDE,
+                                    .num_pages = BIG_PAGES,
                                     .eps = 1e-6f};
     dsv4_kv_swa_write_desc_t csw = dsw;
     csw.num_pages = NW;
@@ -117,8 +120,12 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
     uint16_t *want = aligned_alloc(64, (size_t)L * 1024), *got = malloc((size_t)L * 1024);
     th_buf_t dt = kvt_dev_from(table, sizeof table), dl = kvt_dev_from(&L, 4), dout = th_buf_device((size_t)L * 1024);
     th_buf_poison(&dout, 0x5A);
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 1, .block_table_width = NW, .out_rows = L, .page_tokens = BIG_P,
-                                .page_stride_bytes = BIG_STRIDE, .num_pages = BIG_PAGES};
+    dsv4_kv_gather_desc_t dg = {.num_reqs = 1,
+                                .block_table_width = NW,
+                                .out_rows = L,
+                                .page_tokens = BIG_P,
+                                .page_stride_bytes = BIG_STRIDE,
+                                .num_pages = BIG_PAGES};
     dsv4_kv_gather_desc_t cgd = dg;
     cgd.num_pages = NW;
     dsv4_kv_gather_args_t ag = {th_ptr(&dc), th_ptr(&dl), NULL, th_ptr(&dt), th_ptr(&dout)};

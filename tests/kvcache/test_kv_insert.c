@@ -81,10 +81,12 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
      * scale region is [1152, 1168)). */
     const uint8_t *data = page + 576, *sc = page + 1160;
     static const uint8_t want_enc[7] = {121, 127, 105, 105, 120, 128, 247};
-    for (int k = 0; k < 7; ++k) TH_CHECK(t, sc[k] == want_enc[k], "block %d enc %d, expected %d", k, sc[k], want_enc[k]);
+    for (int k = 0; k < 7; ++k)
+        TH_CHECK(t, sc[k] == want_enc[k], "block %d enc %d, expected %d", k, sc[k], want_enc[k]);
     TH_CHECK(t, sc[7] == 0, "pad byte 0x%02x", sc[7]);
-    TH_CHECK(t, data[0] == 0xF8 && data[33] == 0x50 && data[35] == 0x5C && data[49] == 0x70 && data[51] == 0x72 &&
-                    data[63] == 0x78,
+    TH_CHECK(t,
+             data[0] == 0xF8 && data[33] == 0x50 && data[35] == 0x5C && data[49] == 0x70 && data[51] == 0x72 &&
+                 data[63] == 0x78,
              "ramp codes %02x %02x %02x %02x %02x %02x", data[0], data[33], data[35], data[49], data[51], data[63]);
     TH_CHECK(t, data[64] == 0x79 && data[65] == 0xB3 && data[66] == 0x4A && data[67] == 0x00,
              "[300,-0.7,5] codes %02x %02x %02x %02x", data[64], data[65], data[66], data[67]);
@@ -105,8 +107,8 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
     row[7] = 0x7FC0;                               /* NaN: ignored by amax, code 0x7E */
     row[64 + 3] = 0xFF80, row[64 + 4] = 0xC000;    /* -inf: enc 255; finite -> -0 (0x80); inf -> 0x7E */
     insert_one(t, row, page);
-    TH_CHECK(t, sc[0] == 119 && data[7] == 0x7E && data[0] == 0x78, "NaN block: enc %d codes %02x %02x", sc[0],
-             data[7], data[0]);
+    TH_CHECK(t, sc[0] == 119 && data[7] == 0x7E && data[0] == 0x78, "NaN block: enc %d codes %02x %02x", sc[0], data[7],
+             data[0]);
     TH_CHECK(t, sc[1] == 255 && data[64 + 3] == 0x7E && data[64] == 0x00 && data[64 + 4] == 0x80,
              "inf block: enc %d codes %02x %02x %02x", sc[1], data[67], data[64], data[68]);
     free(row);
@@ -116,8 +118,12 @@ void test_kv_insert_known_answers(th_ctx_t *t) {
 /* Random pages: every byte against the model, for the models' P values and strides. */
 void test_kv_insert_random_vs_model(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
-    static const kvt_geom_t geoms[] = {{MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 5}, {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 9}, {256, 256 * 584, 2},
-                                       {MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 40},  {64, 64 * 584 + 48, 4}, {1, 592, 64}};
+    static const kvt_geom_t geoms[] = {{MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 5},
+                                       {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 9},
+                                       {256, 256 * 584, 2},
+                                       {MC_C128_PAGE_TOKENS, MC_PAGE_STRIDE(MC_C128_PAGE_TOKENS), 40},
+                                       {64, 64 * 584 + 48, 4},
+                                       {1, 592, 64}};
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; ++gi) {
         const kvt_geom_t g = geoms[gi];
         const int64_t T = g.num_pages * g.P < 300 ? g.num_pages * g.P : 300, kst = gi % 2 ? 512 : 520;
@@ -131,8 +137,11 @@ void test_kv_insert_random_vs_model(th_ctx_t *t) {
         memcpy(want, got, kvt_cache_bytes(g));
         for (int64_t i = 0; i < T; ++i)
             if (slots[i] >= 0 && slots[i] < g.num_pages * g.P) kvt_model_insert(g, want, slots[i], k + i * kst);
-        dsv4_kv_insert_desc_t d = {.num_tokens = T, .k_stride_row = kst, .page_tokens = g.P,
-                                   .page_stride_bytes = g.stride, .num_pages = g.num_pages};
+        dsv4_kv_insert_desc_t d = {.num_tokens = T,
+                                   .k_stride_row = kst,
+                                   .page_tokens = g.P,
+                                   .page_stride_bytes = g.stride,
+                                   .num_pages = g.num_pages};
         dsv4_kv_insert_args_t a = {.k = k, .slot_mapping = slots, .cache = got};
         TH_OK(t, dsv4_kv_insert_ref(&d, &a));
         char what[96];
@@ -163,8 +172,12 @@ void test_kv_insert_gather_roundtrip(th_ctx_t *t) {
     dsv4_kv_insert_desc_t di = {.num_tokens = T, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 4};
     dsv4_kv_insert_args_t ai = {.k = k, .slot_mapping = slots, .cache = cache};
     TH_OK(t, dsv4_kv_insert_ref(&di, &ai));
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 1, .block_table_width = 4, .out_rows = T, .page_tokens = 64,
-                                .page_stride_bytes = 37440, .num_pages = 4};
+    dsv4_kv_gather_desc_t dg = {.num_reqs = 1,
+                                .block_table_width = 4,
+                                .out_rows = T,
+                                .page_tokens = 64,
+                                .page_stride_bytes = 37440,
+                                .num_pages = 4};
     dsv4_kv_gather_args_t ag = {.cache = cache, .seq_lens = &L, .block_table = table, .out = out};
     TH_OK(t, dsv4_kv_gather_ref(&dg, &ag));
     for (int64_t i = 0; i < T; ++i) {
@@ -178,8 +191,8 @@ void test_kv_insert_gather_roundtrip(th_ctx_t *t) {
                 double ax = fabs(x / ldexp(1.0, enc - 127));
                 int ex = ax > 0 ? (int)floor(log2(ax)) : -9;
                 double half_step = 0.5 * ldexp(1.0, (ex - 3 < -9 ? -9 : ex - 3) + enc - 127);
-                TH_CHECK(t, fabs(x - y) <= half_step, "row %lld dim %d: %g came back as %g (bound %g)", (long long)i,
-                         d, x, y, half_step);
+                TH_CHECK(t, fabs(x - y) <= half_step, "row %lld dim %d: %g came back as %g (bound %g)", (long long)i, d,
+                         x, y, half_step);
             }
         }
         for (int d = 448; d < 512; ++d)

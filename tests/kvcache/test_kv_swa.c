@@ -52,8 +52,14 @@ void test_kv_swa_known_answers(th_ctx_t *t) {
     uint8_t *page = aligned_alloc(64, 37440), *want = malloc(37440);
     memset(page, 0xEE, 37440);
     memcpy(want, page, 37440);
-    dsv4_kv_swa_write_desc_t d = {.num_tokens = 1, .num_insert = 1, .num_heads = 3, .num_heads_padded = 4,
-                                  .max_position = 4, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 1,
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = 1,
+                                  .num_insert = 1,
+                                  .num_heads = 3,
+                                  .num_heads_padded = 4,
+                                  .max_position = 4,
+                                  .page_tokens = 64,
+                                  .page_stride_bytes = 37440,
+                                  .num_pages = 1,
                                   .eps = 0.0f};
     dsv4_kv_swa_write_args_t a = {q, kv, &pos, &slot, cs, page};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
@@ -92,7 +98,8 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
     uint16_t *rot = aligned_alloc(64, (size_t)N * 1024);
     float *cs = make_table(r, max_pos);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)Ni * 8);
-    for (int64_t i = 0; i < N; ++i) pos[i] = th_rng_range(r, 0, 9) == 0 ? th_rng_range(r, -3, 2 * max_pos) : th_rng_range(r, 0, max_pos - 1);
+    for (int64_t i = 0; i < N; ++i)
+        pos[i] = th_rng_range(r, 0, 9) == 0 ? th_rng_range(r, -3, 2 * max_pos) : th_rng_range(r, 0, max_pos - 1);
     th_fill_bf16_normal(r, q, (size_t)N * 512, 1.0);
     kvt_fill_rows(r, kv, N, kvs, KVT_ROW_KINDS, NULL);
     kvt_make_slots(r, g, Ni, 1, slots);
@@ -105,13 +112,21 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
         spec_rope_row(kv + i * kvs, cs, pos[i], max_pos, rot + i * 512);
         if (slots[i] >= 0 && slots[i] < g.num_pages * g.P) kvt_model_insert(g, model, slots[i], rot + i * 512);
     }
-    dsv4_kv_swa_write_desc_t d = {.num_tokens = N, .num_insert = Ni, .num_heads = 1, .kv_stride_row = kvs,
-                                  .max_position = max_pos, .page_tokens = g.P, .page_stride_bytes = g.stride,
-                                  .num_pages = g.num_pages, .eps = 1e-6f};
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = N,
+                                  .num_insert = Ni,
+                                  .num_heads = 1,
+                                  .kv_stride_row = kvs,
+                                  .max_position = max_pos,
+                                  .page_tokens = g.P,
+                                  .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages,
+                                  .eps = 1e-6f};
     dsv4_kv_swa_write_args_t a = {q, kv, pos, slots, cs, got};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
     kvt_cmp_cache(t, "swa_ref kv vs model of insert(bf16(rope(kv)))", g, got, model);
-    dsv4_kv_insert_desc_t di = {.num_tokens = Ni, .page_tokens = g.P, .page_stride_bytes = g.stride,
+    dsv4_kv_insert_desc_t di = {.num_tokens = Ni,
+                                .page_tokens = g.P,
+                                .page_stride_bytes = g.stride,
                                 .num_pages = g.num_pages};
     dsv4_kv_insert_args_t ai = {rot, slots, via_insert};
     TH_OK(t, dsv4_kv_insert_ref(&di, &ai));
@@ -140,9 +155,17 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
     memset(kv, 0, 1024);
     memcpy(q0, q, (size_t)(N * st * 2));
     uint8_t *cache = aligned_alloc(64, 19008);
-    dsv4_kv_swa_write_desc_t d = {.num_tokens = N, .num_insert = 1, .num_heads = H, .num_heads_padded = Hp,
-                                  .q_stride_token = st, .q_stride_head = sh, .max_position = max_pos,
-                                  .page_tokens = 32, .page_stride_bytes = 19008, .num_pages = 1, .eps = eps};
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = N,
+                                  .num_insert = 1,
+                                  .num_heads = H,
+                                  .num_heads_padded = Hp,
+                                  .q_stride_token = st,
+                                  .q_stride_head = sh,
+                                  .max_position = max_pos,
+                                  .page_tokens = 32,
+                                  .page_stride_bytes = 19008,
+                                  .num_pages = 1,
+                                  .eps = eps};
     dsv4_kv_swa_write_args_t a = {q, kv, pos, &slot, cs, cache};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
     uint32_t worst = 0;
@@ -150,7 +173,8 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
         for (int64_t h = 0; h < Hp; ++h) {
             const uint16_t *x = q0 + n * st + h * sh, *y = q + n * st + h * sh;
             if (h >= H) {
-                for (int dd = 0; dd < 512; ++dd) TH_CHECK(t, y[dd] == 0, "token %lld pad head %lld dim %d", (long long)n, (long long)h, dd);
+                for (int dd = 0; dd < 512; ++dd)
+                    TH_CHECK(t, y[dd] == 0, "token %lld pad head %lld dim %d", (long long)n, (long long)h, dd);
                 continue;
             }
             double ss = 0;
@@ -175,10 +199,13 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
                          (long long)n, (long long)h, i, gb, yb);
             }
         }
-        for (int64_t e = Hp * sh; e < st; ++e) TH_CHECK(t, q[n * st + e] == q0[n * st + e], "token %lld gap element %lld changed", (long long)n, (long long)e);
+        for (int64_t e = Hp * sh; e < st; ++e)
+            TH_CHECK(t, q[n * st + e] == q0[n * st + e], "token %lld gap element %lld changed", (long long)n,
+                     (long long)e);
         for (int64_t h = 0; h < Hp; ++h)
             for (int64_t e = 512; e < sh; ++e)
-                TH_CHECK(t, q[n * st + h * sh + e] == q0[n * st + h * sh + e], "token %lld head %lld gap element %lld changed", (long long)n, (long long)h, (long long)e);
+                TH_CHECK(t, q[n * st + h * sh + e] == q0[n * st + h * sh + e],
+                         "token %lld head %lld gap element %lld changed", (long long)n, (long long)h, (long long)e);
     }
     th_note(t, "worst NoPE difference from fp64: %u bf16 ulp", worst);
     free(q), free(q0), free(kv), free(cs), free(pos), free(cache);

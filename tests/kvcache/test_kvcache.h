@@ -28,7 +28,8 @@ int kvt_quant_pair_reachable(uint16_t h, uint32_t enc);
 #ifdef __cplusplus
 extern "C"
 #endif
-int kvt_gpu_quant_all(uint8_t *dev_codes);
+    int
+    kvt_gpu_quant_all(uint8_t *dev_codes);
 
 /* CPU */
 void test_kv_quant_elem_all(th_ctx_t *t);

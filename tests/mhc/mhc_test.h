@@ -52,10 +52,10 @@
  * one in `zero_every` is an exact +0 or -0 (0: none). Integer-only, fast for big tensors. */
 void mt_fill_bf16(th_rng_t *r, uint16_t *dst, size_t n, int lo_exp, int hi_exp, int zero_every);
 void mt_fill_uniform(th_rng_t *r, float *dst, size_t n, double lo, double hi);
-void mt_fill_post(th_rng_t *r, float *post, int64_t T);     /* 2 * sigmoid(N(0, 1))        */
-void mt_fill_comb(th_rng_t *r, float *comb, int64_t T);     /* uniform [0, 1)              */
-void mt_fill_premix(th_rng_t *r, float *pre, int64_t T);    /* sigmoid(N(0, 1)) + 1e-6     */
-void mt_fill_fn(th_rng_t *r, float *fn, int64_t K);         /* [24, K], N(0, 1/K)          */
+void mt_fill_post(th_rng_t *r, float *post, int64_t T);  /* 2 * sigmoid(N(0, 1))        */
+void mt_fill_comb(th_rng_t *r, float *comb, int64_t T);  /* uniform [0, 1)              */
+void mt_fill_premix(th_rng_t *r, float *pre, int64_t T); /* sigmoid(N(0, 1)) + 1e-6     */
+void mt_fill_fn(th_rng_t *r, float *fn, int64_t K);      /* [24, K], N(0, 1/K)          */
 void mt_fill_scale_base(th_rng_t *r, float scale[3], float base[24]);
 void mt_fill_norm_weight(th_rng_t *r, uint16_t *w, int64_t H); /* bf16 of U(0.5, 1.5)    */
 dsv4_mhc_gate_params_t mt_gate_params(int v4_eps);
@@ -92,9 +92,8 @@ size_t mt_cmp_f32_exact(th_ctx_t *t, const char *what, const float *got, const f
  * the kernel's own mix; comb columns sum to 1 within MT_TOL_COMB_COLSUM; the end-to-end
  * difference against fp64 gates of the unfused pipeline within MT_TOL_UNFUSED (printed).
  * Returns that difference. */
-double mt_check_gates(th_ctx_t *t, const char *what, int64_t n, const int64_t *ids, const double *X,
-                      const double *Xu, int64_t K,
-                      double numel, const float *fn, const float *scale, const float *base,
+double mt_check_gates(th_ctx_t *t, const char *what, int64_t n, const int64_t *ids, const double *X, const double *Xu,
+                      int64_t K, double numel, const float *fn, const float *scale, const float *base,
                       const dsv4_mhc_gate_params_t *g, double mix_tol, const float *got_mix, const float *got_post,
                       const float *got_comb, const float *got_pre);
 
@@ -108,8 +107,8 @@ void mt_gather_f32(const float *src, int width, const int64_t *ids, int64_t n, f
 /* ---- one seam's inputs (also used for pre / gates / post / collapse) ------------------------- */
 typedef struct {
     int64_t T, H;
-    int64_t xs, rs, ros, lis, auxs; /* token strides (dense, or padded when strided) */
-    uint16_t *x, *R, *w;            /* w NULL without a norm weight                 */
+    int64_t xs, rs, ros, lis, auxs;   /* token strides (dense, or padded when strided) */
+    uint16_t *x, *R, *w;              /* w NULL without a norm weight                 */
     float *post, *comb, *fn, *premix; /* premix NULL = stream 0                     */
     float scale[3], base[24];
 } mt_seam_in_t;

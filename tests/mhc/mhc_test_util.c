@@ -160,10 +160,10 @@ size_t mt_cmp_f32_exact(th_ctx_t *t, const char *what, const float *got, const f
 
 static const char *gate_name(int q) { return q < 4 ? "pre" : (q < 8 ? "post" : "comb"); }
 
-double mt_check_gates(th_ctx_t *t, const char *what, int64_t n, const int64_t *ids, const double *X,
-                      const double *Xu, int64_t K, double numel, const float *fn, const float *scale,
-                      const float *base, const dsv4_mhc_gate_params_t *g, double mix_tol, const float *got_mix,
-                      const float *got_post, const float *got_comb, const float *got_pre) {
+double mt_check_gates(th_ctx_t *t, const char *what, int64_t n, const int64_t *ids, const double *X, const double *Xu,
+                      int64_t K, double numel, const float *fn, const float *scale, const float *base,
+                      const dsv4_mhc_gate_params_t *g, double mix_tol, const float *got_mix, const float *got_post,
+                      const float *got_comb, const float *got_pre) {
     double worst_mix = 0.0, worst_own = 0.0, worst_e2e = 0.0, worst_col = 0.0;
     int printed = 0;
     for (int64_t i = 0; i < n; ++i) {

@@ -31,9 +31,9 @@ static void expect(th_ctx_t *t, dsv4_status_t got, dsv4_status_t want, const cha
 /* ---- seam ---------------------------------------------------------------------------------- */
 static void seam_valid(dsv4_mhc_seam_desc_t *d, dsv4_mhc_seam_args_t *a) {
     const dsv4_mhc_seam_desc_t d0 = {12, 5120, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
-    const dsv4_mhc_seam_args_t a0 = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6),  FAKE(7),  FAKE(8),
-                                     FAKE(9),  FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), FAKE(15), FAKE(16),
-                                     NULL};
+    const dsv4_mhc_seam_args_t a0 = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6),
+                                     FAKE(7),  FAKE(8),  FAKE(9),  FAKE(10), FAKE(11), FAKE(12),
+                                     FAKE(13), FAKE(14), FAKE(15), FAKE(16), NULL};
     *d = d0;
     *a = a0;
 }
@@ -44,17 +44,17 @@ static void seam_case(th_ctx_t *t, const dsv4_mhc_seam_desc_t *d, const dsv4_mhc
     if (ref_too) expect(t, dsv4_mhc_seam_ref(d, a), want, "mhc_seam", needle, what);
 }
 
-#define SEAM_DESC(field, value, status, needle)                       \
-    do {                                                              \
-        seam_valid(&d, &a);                                           \
-        d.field = value;                                              \
-        seam_case(t, &d, &a, status, needle, 1, #field " = " #value); \
+#define SEAM_DESC(field, value, status, needle)                                                                        \
+    do {                                                                                                               \
+        seam_valid(&d, &a);                                                                                            \
+        d.field = value;                                                                                               \
+        seam_case(t, &d, &a, status, needle, 1, #field " = " #value);                                                  \
     } while (0)
-#define SEAM_ARG(field, value, status, needle, ref_too)                     \
-    do {                                                                    \
-        seam_valid(&d, &a);                                                 \
-        a.field = value;                                                    \
-        seam_case(t, &d, &a, status, needle, ref_too, #field " = " #value); \
+#define SEAM_ARG(field, value, status, needle, ref_too)                                                                \
+    do {                                                                                                               \
+        seam_valid(&d, &a);                                                                                            \
+        a.field = value;                                                                                               \
+        seam_case(t, &d, &a, status, needle, ref_too, #field " = " #value);                                            \
     } while (0)
 
 static void bad_seam(th_ctx_t *t) {
@@ -266,8 +266,8 @@ static void bad_gates_pre(th_ctx_t *t) {
 
     op = "mhc_pre";
     dsv4_mhc_pre_desc_t pd = {6, 5120, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0}, pe;
-    dsv4_mhc_pre_args_t pa = {FAKE(1),  FAKE(2), FAKE(3),  FAKE(4),  FAKE(5), FAKE(6), FAKE(7),
-                              FAKE(8),  FAKE(9), FAKE(10), NULL,     FAKE(12), FAKE(13), NULL},
+    dsv4_mhc_pre_args_t pa = {FAKE(1), FAKE(2), FAKE(3),  FAKE(4), FAKE(5),  FAKE(6),  FAKE(7),
+                              FAKE(8), FAKE(9), FAKE(10), NULL,    FAKE(12), FAKE(13), NULL},
                         pb;
     TH_OK(t, dsv4_mhc_pre_check(&pd));
     expect(t, dsv4_mhc_pre(NULL, &pa, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, op, "desc", "desc");
@@ -346,20 +346,20 @@ static void bad_gates_pre(th_ctx_t *t) {
 }
 
 /* Every public function of every op: NULL descriptor, NULL args, NULL size output. */
-#define NULL_CASES(op, name, desc, args)                                                                            \
-    do {                                                                                                             \
-        size_t b_ = 0;                                                                                               \
-        expect(t, dsv4_mhc_##op##_check(NULL), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_check(NULL)");           \
-        expect(t, dsv4_mhc_##op##_workspace_size(NULL, &b_), DSV4_STATUS_NULL_POINTER, name, "desc",                  \
-               #op "_workspace_size(NULL)");                                                                         \
-        expect(t, dsv4_mhc_##op##_workspace_size(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "bytes",                \
-               #op "_workspace_size(desc, NULL)");                                                                   \
-        expect(t, dsv4_mhc_##op(NULL, args, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "desc",   \
-               #op "(NULL desc)");                                                                                   \
-        expect(t, dsv4_mhc_##op(desc, NULL, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "args",   \
-               #op "(NULL args)");                                                                                   \
-        expect(t, dsv4_mhc_##op##_ref(NULL, args), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_ref(NULL desc)");    \
-        expect(t, dsv4_mhc_##op##_ref(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "args", #op "_ref(NULL args)");    \
+#define NULL_CASES(op, name, desc, args)                                                                               \
+    do {                                                                                                               \
+        size_t b_ = 0;                                                                                                 \
+        expect(t, dsv4_mhc_##op##_check(NULL), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_check(NULL)");            \
+        expect(t, dsv4_mhc_##op##_workspace_size(NULL, &b_), DSV4_STATUS_NULL_POINTER, name, "desc",                   \
+               #op "_workspace_size(NULL)");                                                                           \
+        expect(t, dsv4_mhc_##op##_workspace_size(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "bytes",                 \
+               #op "_workspace_size(desc, NULL)");                                                                     \
+        expect(t, dsv4_mhc_##op(NULL, args, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "desc",     \
+               #op "(NULL desc)");                                                                                     \
+        expect(t, dsv4_mhc_##op(desc, NULL, fake_ws, big_ws, fake_stream), DSV4_STATUS_NULL_POINTER, name, "args",     \
+               #op "(NULL args)");                                                                                     \
+        expect(t, dsv4_mhc_##op##_ref(NULL, args), DSV4_STATUS_NULL_POINTER, name, "desc", #op "_ref(NULL desc)");     \
+        expect(t, dsv4_mhc_##op##_ref(desc, NULL), DSV4_STATUS_NULL_POINTER, name, "args", #op "_ref(NULL args)");     \
     } while (0)
 
 static void null_everywhere(th_ctx_t *t) {
@@ -377,8 +377,8 @@ static void null_everywhere(th_ctx_t *t) {
                                FAKE(6), FAKE(7), FAKE(8), NULL,    NULL, NULL, NULL};
     NULL_CASES(pre, "mhc_pre", &prd, &pra);
     dsv4_mhc_seam_desc_t sd = {4, 4096, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
-    dsv4_mhc_seam_args_t sa = {FAKE(1), FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6), FAKE(7), NULL,
-                               NULL,    FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,   NULL, NULL};
+    dsv4_mhc_seam_args_t sa = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6), FAKE(7), NULL, NULL,
+                               FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,    NULL,    NULL};
     NULL_CASES(seam, "mhc_seam", &sd, &sa);
     dsv4_mhc_fn_bcast_desc_t fd = {4096};
     dsv4_mhc_fn_bcast_args_t fa = {FAKE(1), FAKE(2)};

@@ -49,9 +49,7 @@ static uint16_t indep_bf16(float f) {
 
 /* lo: the difference f - hi in fp64 (exact for finite f and hi; inf / NaN arithmetic
  * otherwise), to fp32 (exact where finite), then its nearest bf16. */
-static uint16_t indep_lo(float f, uint16_t hi) {
-    return indep_bf16((float)((double)f - bf16_bits_to_double(hi)));
-}
+static uint16_t indep_lo(float f, uint16_t hi) { return indep_bf16((float)((double)f - bf16_bits_to_double(hi))); }
 
 /* Fills fn [24, K]: row 0 starts with the special values, the rest cycles through random
  * bit patterns (every class, NaN and inf included), model-like N(0, 1/K) values, exact bf16
@@ -79,8 +77,8 @@ static void fill_split_input(th_rng_t *r, float *fn, int64_t K) {
             memcpy(&u, &v, sizeof u);
             break;
         }
-        case 2: u = (th_rng_u32(r) & 0xFFFF0000u) | 0x8000u; break;            /* a tie         */
-        case 3: u = (th_rng_u32(r) & 0xFFFF0000u) | (0x7FFFu + (i / 5) % 3); break; /* near a tie */
+        case 2: u = (th_rng_u32(r) & 0xFFFF0000u) | 0x8000u; break;                                  /* a tie         */
+        case 3: u = (th_rng_u32(r) & 0xFFFF0000u) | (0x7FFFu + (i / 5) % 3); break;                  /* near a tie */
         default: u = (th_rng_u32(r) & 0x807FFFFFu) | ((uint32_t)th_rng_range(r, 0, 3) << 23); break; /* tiny */
         }
         if (i < N_SPECIALS) u = kSpecials[i];
@@ -102,8 +100,8 @@ static int64_t check_split(th_ctx_t *t, const char *what, const float *fn, const
         if (hl[i] == hi && hl[24 * K + i] == lo) continue;
         if (bad++ < 8)
             TH_CHECK(t, 0, "%s: fn[%lld][%lld] = %.9g (0x%08X): hi 0x%04X lo 0x%04X, want 0x%04X 0x%04X", what,
-                     (long long)(i / K), (long long)(i % K), (double)fn[i], (unsigned)f32_bits(fn[i]),
-                     (unsigned)hl[i], (unsigned)hl[24 * K + i], (unsigned)hi, (unsigned)lo);
+                     (long long)(i / K), (long long)(i % K), (double)fn[i], (unsigned)f32_bits(fn[i]), (unsigned)hl[i],
+                     (unsigned)hl[24 * K + i], (unsigned)hi, (unsigned)lo);
     }
     if (bad) TH_CHECK(t, 0, "%s: %lld of %lld values split differently", what, (long long)bad, (long long)(24 * K));
     return bad;
@@ -135,8 +133,7 @@ void test_fn_split_ref(th_ctx_t *t) {
     TH_OK(t, dsv4_mhc_fn_split_ref(&d, &a));
     for (size_t i = 0; i < sizeof ka / sizeof ka[0]; ++i)
         TH_CHECK(t, hl[i] == ka[i][1] && hl[24 * K + i] == ka[i][2], "0x%08X: hi 0x%04X lo 0x%04X, want 0x%04X 0x%04X",
-                 (unsigned)ka[i][0], (unsigned)hl[i], (unsigned)hl[24 * K + i], (unsigned)ka[i][1],
-                 (unsigned)ka[i][2]);
+                 (unsigned)ka[i][0], (unsigned)hl[i], (unsigned)hl[24 * K + i], (unsigned)ka[i][1], (unsigned)ka[i][2]);
     free(fn);
     free(hl);
 
@@ -265,8 +262,8 @@ static void seam_with_split(th_ctx_t *t, int64_t T, int route) {
         for (size_t i = 0; i < sizeof poison / sizeof poison[0]; ++i) th_buf_poison(poison[i], 0xFF);
         d.args.fn_split = k ? (const uint16_t *)th_ptr(&split) : NULL;
         const dsv4_status_t st = dseam_run(t, &d, &desc);
-        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s (%s): %s (%s)", name, k ? "with" : "without",
-                 dsv4_status_string(st), dsv4_last_error());
+        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s (%s): %s (%s)", name, k ? "with" : "without", dsv4_status_string(st),
+                 dsv4_last_error());
         dseam_download(t, &d, &o[k]);
         dseam_inputs_unchanged(t, &d, &in);
         if (pl.route == DSV4_MHC_ROUTE_TENSOR_CORE) ws_split_check(t, &d.ws, hsplit, 4 * H, k);
@@ -319,14 +316,16 @@ static void gates_with_split(th_ctx_t *t, int64_t T, int64_t H, int bc, int rout
     for (int k = 0; k < 2; ++k) {
         for (int i = 0; i < 4; ++i) th_buf_poison(outs[i], 0xFF);
         th_buf_poison(&ws, 0xFF);
-        dsv4_mhc_gates_args_t a = {th_ptr(&res),  th_ptr(&dfn), th_ptr(&sc),  th_ptr(&ba),
-                                   NULL,          th_ptr(&post), th_ptr(&comb), th_ptr(&pre),
+        dsv4_mhc_gates_args_t a = {th_ptr(&res),  th_ptr(&dfn),
+                                   th_ptr(&sc),   th_ptr(&ba),
+                                   NULL,          th_ptr(&post),
+                                   th_ptr(&comb), th_ptr(&pre),
                                    th_ptr(&mix),  k ? (const uint16_t *)th_ptr(&split) : NULL};
         void *s = th_stream_create(t);
         const dsv4_status_t st = dsv4_mhc_gates(&d, &a, th_ptr(&ws), wsb, DSV4_STREAM(s));
         th_stream_sync_destroy(t, s);
-        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s (%s): %s (%s)", name, k ? "with" : "without",
-                 dsv4_status_string(st), dsv4_last_error());
+        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s (%s): %s (%s)", name, k ? "with" : "without", dsv4_status_string(st),
+                 dsv4_last_error());
         for (int i = 0; i < 4; ++i) got[k][i] = mt_download(t, outs[i], "gates output");
         mt_dev_unchanged(t, "residual", &res, e);
         mt_dev_unchanged(t, "fn", &dfn, fn);

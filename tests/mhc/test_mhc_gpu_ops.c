@@ -27,8 +27,8 @@ static void gpu_post_case(th_ctx_t *t, int64_t T, int64_t H, int sq, int strided
     th_buf_t post = mt_dev(in.post, (size_t)(4 * T) * 4), comb = mt_dev(in.comb, (size_t)(16 * T) * 4);
     th_buf_t out = mt_dev(NULL, (size_t)(T * in.ros) * 2), sqb = mt_dev(NULL, (size_t)T * 4);
     dsv4_mhc_post_desc_t d = {T, H, in.xs, in.rs, in.ros};
-    dsv4_mhc_post_args_t a = {th_ptr(&x), th_ptr(&R), th_ptr(&post), th_ptr(&comb), th_ptr(&out),
-                              sq ? th_ptr(&sqb) : NULL};
+    dsv4_mhc_post_args_t a = {th_ptr(&x),    th_ptr(&R),   th_ptr(&post),
+                              th_ptr(&comb), th_ptr(&out), sq ? th_ptr(&sqb) : NULL};
     void *s = th_stream_create(t);
     dsv4_status_t st = dsv4_mhc_post(&d, &a, NULL, 0, DSV4_STREAM(s));
     th_stream_sync_destroy(t, s);

@@ -17,10 +17,11 @@
 static void run_on_stream(th_ctx_t *t, dsv4_status_t *st, int which, const void *d, const void *a, void *ws,
                           size_t wsb) {
     void *s = th_stream_create(t);
-    if (which == 0) *st = dsv4_mhc_pre((const dsv4_mhc_pre_desc_t *)d, (const dsv4_mhc_pre_args_t *)a, ws, wsb,
-                                       DSV4_STREAM(s));
-    else *st = dsv4_mhc_gates((const dsv4_mhc_gates_desc_t *)d, (const dsv4_mhc_gates_args_t *)a, ws, wsb,
-                              DSV4_STREAM(s));
+    if (which == 0)
+        *st = dsv4_mhc_pre((const dsv4_mhc_pre_desc_t *)d, (const dsv4_mhc_pre_args_t *)a, ws, wsb, DSV4_STREAM(s));
+    else
+        *st =
+            dsv4_mhc_gates((const dsv4_mhc_gates_desc_t *)d, (const dsv4_mhc_gates_args_t *)a, ws, wsb, DSV4_STREAM(s));
     th_stream_sync_destroy(t, s);
 }
 
@@ -33,9 +34,8 @@ static double *rows_f64(const uint16_t *src, int64_t K, const int64_t *ids, int6
 }
 
 static void check_sampled_gates(th_ctx_t *t, const char *name, const uint16_t *src, int64_t T, int64_t K,
-                                const float *fn, const float *scale, const float *base,
-                                const dsv4_mhc_gate_params_t *g, const float *mix, const float *post,
-                                const float *comb, const float *pre) {
+                                const float *fn, const float *scale, const float *base, const dsv4_mhc_gate_params_t *g,
+                                const float *mix, const float *post, const float *comb, const float *pre) {
     int64_t ids[64];
     const int64_t n = mt_sample_tokens(th_rng(t), T, ids);
     double *X = rows_f64(src, K, ids, n);
@@ -69,13 +69,15 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     TH_OK(t, dsv4_mhc_pre_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
     th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96), pm = mt_dev(in.premix, (size_t)(16 * T));
-    th_buf_t w = mt_dev(in.w, (size_t)H * 2), post = mt_dev(NULL, (size_t)(16 * T)), comb = mt_dev(NULL, (size_t)(64 * T));
+    th_buf_t w = mt_dev(in.w, (size_t)H * 2), post = mt_dev(NULL, (size_t)(16 * T)),
+             comb = mt_dev(NULL, (size_t)(64 * T));
     th_buf_t pre = mt_dev(NULL, (size_t)(16 * T)), li = mt_dev(NULL, (size_t)(T * H) * 2);
     th_buf_t rout = mt_dev(NULL, (size_t)(T * 4 * H) * 2), aux = mt_dev(NULL, (size_t)(T * H) * 2);
     th_buf_t mix = mt_dev(NULL, (size_t)(96 * T)), ws = mt_dev(NULL, wsb);
-    dsv4_mhc_pre_args_t a = {th_ptr(&res), th_ptr(&dfn), th_ptr(&sc), th_ptr(&ba), premix ? th_ptr(&pm) : NULL,
-                             th_ptr(&w),   th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&li),
-                             bc ? th_ptr(&rout) : NULL, th_ptr(&aux), th_ptr(&mix), NULL};
+    dsv4_mhc_pre_args_t a = {
+        th_ptr(&res),  th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), premix ? th_ptr(&pm) : NULL, th_ptr(&w),
+        th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&li), bc ? th_ptr(&rout) : NULL,   th_ptr(&aux),
+        th_ptr(&mix),  NULL};
     dsv4_status_t st;
     run_on_stream(t, &st, 0, &d, &a, th_ptr(&ws), wsb);
     TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s: %s (%s)", name, dsv4_status_string(st), dsv4_last_error());
@@ -140,8 +142,8 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     TH_OK(t, dsv4_mhc_plan(T, H, bc, route, &pl));
     char name[160];
     snprintf(name, sizeof name, "gates T=%lld H=%lld broadcast=%d route=%s%s sqrsum_given=%d", (long long)T,
-             (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core",
-             route ? " (forced)" : "", given_sq);
+             (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", route ? " (forced)" : "",
+             given_sq);
     dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), 0};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
@@ -149,7 +151,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96), dsq = mt_dev(sq, (size_t)T * 4);
     th_buf_t post = mt_dev(NULL, (size_t)(16 * T)), comb = mt_dev(NULL, (size_t)(64 * T));
     th_buf_t pre = mt_dev(NULL, (size_t)(16 * T)), mix = mt_dev(NULL, (size_t)(96 * T)), ws = mt_dev(NULL, wsb);
-    dsv4_mhc_gates_args_t a = {th_ptr(&res), th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), given_sq ? th_ptr(&dsq) : NULL,
+    dsv4_mhc_gates_args_t a = {th_ptr(&res),  th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba),  given_sq ? th_ptr(&dsq) : NULL,
                                th_ptr(&post), th_ptr(&comb), th_ptr(&pre), th_ptr(&mix), NULL};
     dsv4_status_t st;
     run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
@@ -244,26 +246,36 @@ void test_bad_input_gpu(th_ctx_t *t) {
 
     /* post, collapse, gates, pre, fn_bcast on the same buffers */
     dsv4_mhc_post_desc_t pd = {12, 1024, 0, 0, 0};
-    dsv4_mhc_post_args_t pa = {th_ptr(&s.x), th_ptr(&s.R), th_ptr(&s.post), th_ptr(&s.comb),
-                               (uint16_t *)((char *)th_ptr(&s.R_out) + 2), th_ptr(&s.mix)};
+    dsv4_mhc_post_args_t pa = {
+        th_ptr(&s.x),  th_ptr(&s.R), th_ptr(&s.post), th_ptr(&s.comb), (uint16_t *)((char *)th_ptr(&s.R_out) + 2),
+        th_ptr(&s.mix)};
     TH_EXPECT_STATUS(t, dsv4_mhc_post(&pd, &pa, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
     dsv4_mhc_collapse_desc_t cd = {12, 1024, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
     dsv4_mhc_collapse_args_t ca = {th_ptr(&s.R), th_ptr(&s.premix), th_ptr(&s.w), th_ptr(&s.li), th_ptr(&s.li)};
     TH_EXPECT_STATUS(t, dsv4_mhc_collapse(&cd, &ca, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_INVALID_VALUE);
     dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
-    dsv4_mhc_gates_args_t ga = {th_ptr(&s.R), th_ptr(&s.fn), th_ptr(&s.scale), th_ptr(&s.base), NULL,
-                                th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix), NULL};
-    TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), 16, DSV4_STREAM(st)),
-                     DSV4_STATUS_WORKSPACE_TOO_SMALL);
+    dsv4_mhc_gates_args_t ga = {th_ptr(&s.R),        th_ptr(&s.fn),       th_ptr(&s.scale),   th_ptr(&s.base), NULL,
+                                th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix),  NULL};
+    TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), 16, DSV4_STREAM(st)), DSV4_STATUS_WORKSPACE_TOO_SMALL);
     ga.fn_split = (const uint16_t *)((const char *)th_ptr(&s.x) + 8); /* a misaligned fn_split */
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
     ga.fn_split = NULL;
     dsv4_mhc_pre_desc_t prd = {12, 1024, DSV4_MHC_V41, 1, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
-    dsv4_mhc_pre_args_t pra = {th_ptr(&s.x),        th_ptr(&s.fn),       th_ptr(&s.scale), th_ptr(&s.base), NULL,
-                               th_ptr(&s.w),        th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out),
-                               th_ptr(&s.li),       NULL,                th_ptr(&s.aux),   th_ptr(&s.mix), NULL};
-    TH_EXPECT_STATUS(t, dsv4_mhc_pre(&prd, &pra, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)),
-                     DSV4_STATUS_NULL_POINTER);
+    dsv4_mhc_pre_args_t pra = {th_ptr(&s.x),
+                               th_ptr(&s.fn),
+                               th_ptr(&s.scale),
+                               th_ptr(&s.base),
+                               NULL,
+                               th_ptr(&s.w),
+                               th_ptr(&s.post_out),
+                               th_ptr(&s.comb_out),
+                               th_ptr(&s.pre_out),
+                               th_ptr(&s.li),
+                               NULL,
+                               th_ptr(&s.aux),
+                               th_ptr(&s.mix),
+                               NULL};
+    TH_EXPECT_STATUS(t, dsv4_mhc_pre(&prd, &pra, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)), DSV4_STATUS_NULL_POINTER);
     dsv4_mhc_fn_bcast_desc_t fd = {1024};
     dsv4_mhc_fn_bcast_args_t fa = {th_ptr(&s.fn), (float *)((char *)th_ptr(&s.mix) + 4)};
     TH_EXPECT_STATUS(t, dsv4_mhc_fn_bcast(&fd, &fa, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);

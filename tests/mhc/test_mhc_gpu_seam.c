@@ -47,12 +47,22 @@ void dseam_make(dseam_t *d, const mt_seam_in_t *in, const dsv4_mhc_seam_desc_t *
     d->ws_bytes = 0;
     dsv4_mhc_seam_workspace_size(desc, &d->ws_bytes);
     d->ws = mt_dev(NULL, d->ws_bytes);
-    dsv4_mhc_seam_args_t a = {th_ptr(&d->x),       th_ptr(&d->R),        th_ptr(&d->post),
-                              th_ptr(&d->comb),    th_ptr(&d->fn),       th_ptr(&d->scale),
-                              th_ptr(&d->base),    in->premix ? th_ptr(&d->premix) : NULL,
-                              in->w ? th_ptr(&d->w) : NULL,               th_ptr(&d->R_out),
-                              th_ptr(&d->post_out), th_ptr(&d->comb_out), th_ptr(&d->pre_out),
-                              th_ptr(&d->li),      aux ? th_ptr(&d->aux) : NULL, th_ptr(&d->mix),
+    dsv4_mhc_seam_args_t a = {th_ptr(&d->x),
+                              th_ptr(&d->R),
+                              th_ptr(&d->post),
+                              th_ptr(&d->comb),
+                              th_ptr(&d->fn),
+                              th_ptr(&d->scale),
+                              th_ptr(&d->base),
+                              in->premix ? th_ptr(&d->premix) : NULL,
+                              in->w ? th_ptr(&d->w) : NULL,
+                              th_ptr(&d->R_out),
+                              th_ptr(&d->post_out),
+                              th_ptr(&d->comb_out),
+                              th_ptr(&d->pre_out),
+                              th_ptr(&d->li),
+                              aux ? th_ptr(&d->aux) : NULL,
+                              th_ptr(&d->mix),
                               NULL};
     d->args = a;
 }
@@ -88,9 +98,8 @@ void dseam_inputs_unchanged(th_ctx_t *t, const dseam_t *d, const mt_seam_in_t *i
 }
 
 void dseam_free(dseam_t *d) {
-    th_buf_t *b[] = {&d->x,        &d->R,        &d->post,    &d->comb, &d->fn,  &d->scale, &d->base, &d->premix,
-                     &d->w,        &d->R_out,    &d->post_out, &d->comb_out, &d->pre_out, &d->li, &d->aux, &d->mix,
-                     &d->ws};
+    th_buf_t *b[] = {&d->x,     &d->R,        &d->post,     &d->comb,    &d->fn, &d->scale, &d->base, &d->premix, &d->w,
+                     &d->R_out, &d->post_out, &d->comb_out, &d->pre_out, &d->li, &d->aux,   &d->mix,  &d->ws};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i) th_buf_free(b[i]);
 }
 
@@ -127,8 +136,8 @@ static void seam_verify(th_ctx_t *t, const char *name, const mt_seam_in_t *in, c
     mt_gather_f32(o->post, 4, ids, n, gp);
     mt_gather_f32(o->comb, 16, ids, n, gc);
     mt_gather_f32(o->pre, 4, ids, n, gr);
-    mt_check_gates(t, name, n, ids, X, Xu, 4 * H, 4.0 * H, in->fn, in->scale, in->base, &desc->gate, MT_TOL_MIX, gm,
-                   gp, gc, gr);
+    mt_check_gates(t, name, n, ids, X, Xu, 4 * H, 4.0 * H, in->fn, in->scale, in->base, &desc->gate, MT_TOL_MIX, gm, gp,
+                   gc, gr);
     if (th_failed(t) != before) th_note(t, "FAILED case: %s", name);
     free(X), free(Xu), free(R2), free(li2), free(aux2);
 }
@@ -146,8 +155,9 @@ static void case_name(char *buf, size_t n, const seam_case_t *c, int route) {
 }
 
 static dsv4_mhc_seam_desc_t case_desc(const seam_case_t *c, const mt_seam_in_t *in) {
-    dsv4_mhc_seam_desc_t d = {c->T,   c->H,   c->variant, c->route, mt_gate_params(c->v4eps), c->v4eps ? 1e-6f : 1e-20f,
-                              in->xs, in->rs, in->ros,    in->lis,  in->auxs};
+    dsv4_mhc_seam_desc_t d = {
+        c->T,   c->H,    c->variant, c->route, mt_gate_params(c->v4eps), c->v4eps ? 1e-6f : 1e-20f, in->xs,
+        in->rs, in->ros, in->lis,    in->auxs};
     return d;
 }
 
@@ -202,8 +212,8 @@ void test_seam_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
         for (int ti = 0; ti < 9; ++ti, ++i) {
-            seam_case_t c = {Ts[ti], kHs[hi], DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, i % 2, i % 3 != 2,
-                             i % 4 == 1, (i / 2) % 2, i % 5 == 3, i % 7 == 0};
+            seam_case_t c = {Ts[ti],     kHs[hi],    DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, i % 2,
+                             i % 3 != 2, i % 4 == 1, (i / 2) % 2,  i % 5 == 3,          i % 7 == 0};
             gpu_seam_case(t, &c, NULL, NULL);
         }
 }
@@ -213,8 +223,8 @@ void test_seam_v4_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
         for (int ti = 0; ti < 4; ++ti, ++i) {
-            seam_case_t c = {Ts[ti], kHs[hi], DSV4_MHC_V4, DSV4_MHC_ROUTE_AUTO, 0, i % 2 == 0, i % 3 == 0, 1,
-                             i % 5 == 2, i % 6 == 1};
+            seam_case_t c = {Ts[ti],     kHs[hi],    DSV4_MHC_V4, DSV4_MHC_ROUTE_AUTO, 0,
+                             i % 2 == 0, i % 3 == 0, 1,           i % 5 == 2,          i % 6 == 1};
             gpu_seam_case(t, &c, NULL, NULL);
         }
 }
@@ -224,8 +234,8 @@ void test_seam_v4_gpu(th_ctx_t *t) {
  * force the small-T route past one wave of CTAs (626 and 1,168 at H = 5120 on 264 slots of
  * the H200), where its gate CTAs wait on producers dispatched waves earlier. */
 void test_seam_routes_gpu(th_ctx_t *t) {
-    static const int64_t cases[][2] = {{1, 5120}, {6, 5120}, {12, 5120}, {15, 5120}, {16, 5120},
-                                       {17, 5120}, {33, 5120}, {64, 5120}, {6, 4096}, {12, 7168}};
+    static const int64_t cases[][2] = {{1, 5120},  {6, 5120},  {12, 5120}, {15, 5120}, {16, 5120},
+                                       {17, 5120}, {33, 5120}, {64, 5120}, {6, 4096},  {12, 7168}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const int64_t T = cases[k][0], H = cases[k][1];
         mt_seam_in_t in;

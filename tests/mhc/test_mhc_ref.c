@@ -28,8 +28,8 @@ void test_plan_routing(th_ctx_t *t) {
                 size_t flags = 0;
                 if (pl.route == DSV4_MHC_ROUTE_SMALL_T) {
                     TH_CHECK(t, pl.splits == H / 256 && pl.tile_n == 6 && pl.threads == 256,
-                             "T=%lld H=%lld: geometry (%d, %d, %d), want (6, H/256, 256)", (long long)T,
-                             (long long)H, (int)pl.tile_n, (int)pl.splits, (int)pl.threads);
+                             "T=%lld H=%lld: geometry (%d, %d, %d), want (6, H/256, 256)", (long long)T, (long long)H,
+                             (int)pl.tile_n, (int)pl.splits, (int)pl.threads);
                     const int64_t tpc = pl.tokens_per_cta;
                     TH_CHECK(t, (tpc == 1 || tpc == 2 || tpc == 4 || tpc == 5) && (T + tpc - 1) / tpc <= 3,
                              "tokens_per_cta %lld", (long long)tpc);
@@ -43,8 +43,8 @@ void test_plan_routing(th_ctx_t *t) {
                     TH_CHECK(t, pl.ctas == nblk * pl.splits && pl.tokens_per_cta == 32 && pl.threads == 256,
                              "ctas %lld", (long long)pl.ctas);
                     /* the mma chain cap (gates_config.h): every tested H has a divisor that meets it */
-                    TH_CHECK(t, nchunks / pl.splits <= 40, "T=%lld H=%lld bcast=%d: %lld chunks per CTA",
-                             (long long)T, (long long)H, bc, (long long)(nchunks / pl.splits));
+                    TH_CHECK(t, nchunks / pl.splits <= 40, "T=%lld H=%lld bcast=%d: %lld chunks per CTA", (long long)T,
+                             (long long)H, bc, (long long)(nchunks / pl.splits));
                     /* enough CTAs when a split count allows it */
                     if (nblk * 64 >= 256 && nchunks % 64 == 0)
                         TH_CHECK(t, nblk * pl.splits >= 256, "T=%lld H=%lld: only %lld CTAs", (long long)T,
@@ -108,8 +108,8 @@ void test_post_ref_known(th_ctx_t *t) {
     post_ref_call(t, T, H, x, R, post, comb, out, NULL);
     for (int64_t i = 0; i < T; ++i)
         for (int s = 0; s < 4; ++s)
-            mt_cmp_bf16(t, "zero comb, post 1: R_new[s] == x", out + i * 4 * H + s * H, 0, x + i * H, 0, 1, NULL, 1,
-                        H, 0);
+            mt_cmp_bf16(t, "zero comb, post 1: R_new[s] == x", out + i * 4 * H + s * H, 0, x + i * H, 0, 1, NULL, 1, H,
+                        0);
     /* exact small numbers: R_j = j + 1, x = 1, post = k / 2, comb = 0.25: R_new[k] = k/2 + 2.5 */
     for (int64_t e = 0; e < T * H; ++e) x[e] = dsv4_f32_to_bf16(1.0f);
     for (int64_t i = 0; i < T; ++i)
@@ -127,7 +127,8 @@ void test_post_ref_known(th_ctx_t *t) {
         }
     }
     const float want_sq = (float)H * (2.5f * 2.5f + 3.0f * 3.0f + 3.5f * 3.5f + 4.0f * 4.0f);
-    for (int i = 0; i < 3; ++i) TH_CHECK(t, sq[i] == want_sq, "exact case: sqrsum[%d] = %g, want %g", i, sq[i], want_sq);
+    for (int i = 0; i < 3; ++i)
+        TH_CHECK(t, sq[i] == want_sq, "exact case: sqrsum[%d] = %g, want %g", i, sq[i], want_sq);
     free(x);
     free(R);
     free(out);
@@ -150,7 +151,8 @@ void test_post_ref_random(th_ctx_t *t) {
             for (int64_t h = 0; h < H; ++h) {
                 double acc = (double)in.post[4 * i + k] * dsv4_bf16_to_f32(in.x[i * H + h]), mag = fabs(acc);
                 for (int j = 0; j < 4; ++j) {
-                    const double term = (double)in.comb[16 * i + 4 * j + k] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
+                    const double term =
+                        (double)in.comb[16 * i + 4 * j + k] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
                     acc += term;
                     mag += fabs(term);
                 }
@@ -185,7 +187,8 @@ void test_collapse_ref(th_ctx_t *t) {
     mt_seam_in_t in;
     mt_seam_in_make(r, &in, 4, 256, 0, 1, 1, 0);
     const int64_t T = in.T, H = in.H;
-    uint16_t *out = malloc((size_t)(T * H) * 2), *aux = malloc((size_t)(T * H) * 2), *want = malloc((size_t)(T * H) * 2);
+    uint16_t *out = malloc((size_t)(T * H) * 2), *aux = malloc((size_t)(T * H) * 2),
+             *want = malloc((size_t)(T * H) * 2);
     dsv4_mhc_collapse_desc_t d = {T, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
     dsv4_mhc_collapse_args_t a = {in.R, NULL, NULL, out, aux};
     /* identity: stream 0 copied exactly (signed zeros included) */
@@ -214,7 +217,8 @@ void test_collapse_ref(th_ctx_t *t) {
             uint16_t yb[256];
             for (int64_t h = 0; h < H; ++h) {
                 double v = 0.0;
-                for (int j = 0; j < 4; ++j) v += (double)in.premix[4 * i + j] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
+                for (int j = 0; j < 4; ++j)
+                    v += (double)in.premix[4 * i + j] * dsv4_bf16_to_f32(in.R[i * 4 * H + j * H + h]);
                 yb[h] = dsv4_f32_to_bf16((float)v);
                 const double q = variant ? v : dsv4_bf16_to_f32(yb[h]);
                 ss += q * q;
@@ -223,8 +227,8 @@ void test_collapse_ref(th_ctx_t *t) {
             for (int64_t h = 0; h < H; ++h)
                 want[i * H + h] = dsv4_f32_to_bf16((float)(dsv4_bf16_to_f32(yb[h]) * rn * dsv4_bf16_to_f32(in.w[h])));
         }
-        mt_cmp_bf16(t, variant ? "V4 collapse+norm vs fp64" : "V4.1 collapse+norm vs fp64", out, H, want, H, T, NULL,
-                    1, H, MT_ULP_NORM_FP64);
+        mt_cmp_bf16(t, variant ? "V4 collapse+norm vs fp64" : "V4.1 collapse+norm vs fp64", out, H, want, H, T, NULL, 1,
+                    H, MT_ULP_NORM_FP64);
     }
     free(out);
     free(aux);

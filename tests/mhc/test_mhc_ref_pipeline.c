@@ -45,11 +45,10 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
     seam_out_t o;
     seam_out_alloc(&o, &in);
     const float norm_eps = variant == DSV4_MHC_V4 ? 1e-6f : 1e-20f;
-    dsv4_mhc_seam_desc_t d = {T,     H,     variant, route,  mt_gate_params(variant == DSV4_MHC_V4), norm_eps,
-                              in.xs, in.rs, in.ros,  in.lis, in.auxs};
-    dsv4_mhc_seam_args_t a = {in.x,    in.R,   in.post, in.comb, in.fn,  in.scale, in.base,
-                              in.premix, in.w, o.R_out, o.post,  o.comb, o.pre,    o.li,
-                              aux ? o.aux : NULL, o.mix, NULL};
+    dsv4_mhc_seam_desc_t d = {T,     H,      variant, route,  mt_gate_params(variant == DSV4_MHC_V4), norm_eps, in.xs,
+                              in.rs, in.ros, in.lis,  in.auxs};
+    dsv4_mhc_seam_args_t a = {in.x,    in.R,   in.post, in.comb, in.fn, in.scale,           in.base, in.premix, in.w,
+                              o.R_out, o.post, o.comb,  o.pre,   o.li,  aux ? o.aux : NULL, o.mix,   NULL};
     TH_OK(t, dsv4_mhc_seam_ref(&d, &a));
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(T, H, 0, route, &pl));
@@ -114,9 +113,7 @@ void test_seam_ref(th_ctx_t *t) {
 /* Model-shaped small-T seam: how far the small-T route's gates sit from the unfused
  * pipeline (projection of the stored bf16). ~1e-7 when the route projects the stored
  * values; up to ~3e-3 with MHC_SMALL_T_UNROUNDED (the model reference's numerics). */
-void test_seam_ref_route_gap(th_ctx_t *t) {
-    seam_ref_case(t, 12, 5120, DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, 1, 1, 0, 0);
-}
+void test_seam_ref_route_gap(th_ctx_t *t) { seam_ref_case(t, 12, 5120, DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, 1, 1, 0, 0); }
 
 /* ---- pre: V4.1 / V4, plain and first-layer broadcast ------------------------------------------- */
 static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc, int premix) {
@@ -130,16 +127,15 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     seam_out_alloc(&o, &in);
     const float norm_eps = variant == DSV4_MHC_V4 ? 1e-6f : 1e-20f;
     dsv4_mhc_pre_desc_t d = {T, H, variant, bc, 0, mt_gate_params(variant == DSV4_MHC_V4), norm_eps, row, 0, 0, 0};
-    dsv4_mhc_pre_args_t a = {e,    bc ? fnb : in.fn, in.scale, in.base, in.premix, in.w, o.post, o.comb, o.pre,
-                             o.li, bc ? o.R_out : NULL, o.aux, o.mix, NULL};
+    dsv4_mhc_pre_args_t a = {e,    bc ? fnb : in.fn,    in.scale, in.base, in.premix, in.w, o.post, o.comb, o.pre,
+                             o.li, bc ? o.R_out : NULL, o.aux,    o.mix,   NULL};
     TH_OK(t, dsv4_mhc_pre_ref(&d, &a));
     char name[128];
     snprintf(name, sizeof name, "pre ref %s T=%lld H=%lld broadcast=%d premix=%d", variant ? "V4" : "V4.1",
              (long long)T, (long long)H, bc, premix);
     const uint16_t *Rsrc = in.R;
     if (bc) {
-        for (int s = 0; s < 4; ++s)
-            mt_cmp_bf16(t, "broadcast copy", o.R_out + s * H, 4 * H, e, H, T, NULL, 1, H, 0);
+        for (int s = 0; s < 4; ++s) mt_cmp_bf16(t, "broadcast copy", o.R_out + s * H, 4 * H, e, H, T, NULL, 1, H, 0);
         Rsrc = o.R_out;
     }
     /* layer input = the standalone collapse */

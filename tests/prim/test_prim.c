@@ -156,8 +156,7 @@ static void test_fp8_fast_decode_all_pairs(th_ctx_t *t) {
         }
     th_note(t, "%d differences in all 65,536 pairs, %d of them at enc 1..254", bad, bad_real);
     /* The header promises equality for enc 1..254 (NaN codes included). */
-    TH_CHECK(t, bad_real == 0, "fast e4m3 decode differs from dsv4_dequant_e4m3 at %d pairs with enc 1..254",
-             bad_real);
+    TH_CHECK(t, bad_real == 0, "fast e4m3 decode differs from dsv4_dequant_e4m3 at %d pairs with enc 1..254", bad_real);
     free(h);
     cudaFree(d);
 }
@@ -166,9 +165,9 @@ static void test_fp8_fast_decode_all_pairs(th_ctx_t *t) {
 static float div_operand(th_rng_t *r, int exp, int negative_ok) {
     const uint32_t pick = th_rng_u32(r) % 8;
     uint32_t mant = th_rng_u32(r) & 0x7FFFFFu;
-    if (pick == 0) mant = 0;             /* a power of two */
-    if (pick == 1) mant = 0x7FFFFFu;     /* all ones */
-    if (pick == 2) mant = 1;             /* one ulp above */
+    if (pick == 0) mant = 0;         /* a power of two */
+    if (pick == 1) mant = 0x7FFFFFu; /* all ones */
+    if (pick == 2) mant = 1;         /* one ulp above */
     const uint32_t sign = negative_ok && (th_rng_u32(r) & 1) ? 0x80000000u : 0;
     return dsv4_bits_f32(sign | ((uint32_t)(exp + 127) << 23) | mant);
 }
@@ -219,8 +218,8 @@ static void test_div_shared_divisor(th_ctx_t *t) {
         if (fabsf(host) >= 0x1p-126f && dsv4_f32_bits(host) != dsv4_f32_bits(ref[i]) && bad_host++ < 4)
             th_note(t, "%.9g / %.9g: __fdiv_rn %.9g, host %.9g", x[i], d[i], ref[i], host);
     }
-    th_note(t, "%d of %d pairs inside the window, %d differ from __fdiv_rn, %d normal quotients from the host", in_window,
-            n, bad, bad_host);
+    th_note(t, "%d of %d pairs inside the window, %d differ from __fdiv_rn, %d normal quotients from the host",
+            in_window, n, bad, bad_host);
     TH_CHECK(t, in_window > n / 4, "too few pairs inside the window (%d)", in_window);
     TH_CHECK(t, bad == 0, "shared-divisor division differs from __fdiv_rn at %d pairs", bad);
     TH_CHECK(t, bad_host == 0, "__fdiv_rn differs from the host's IEEE division at %d pairs", bad_host);

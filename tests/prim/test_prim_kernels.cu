@@ -14,8 +14,7 @@
 /* D[0] via ldmatrix x4 (A) + x2.trans (B stored K-major), D[1] via x4 + x2 (B stored
  * N-major), D[2] via fragments built by hand from the documented layout. All three
  * inputs arrive through cp.async. */
-template <bool BF16>
-__global__ void mma_kernel(const uint16_t *A, const uint16_t *Bk, const uint16_t *Bn, float *D) {
+template <bool BF16> __global__ void mma_kernel(const uint16_t *A, const uint16_t *Bk, const uint16_t *Bn, float *D) {
     __shared__ __align__(128) uint16_t sA[16 * 16];
     __shared__ __align__(128) uint16_t sBk[16 * 8];
     __shared__ __align__(128) uint16_t sBn[8 * 16];
