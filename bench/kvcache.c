@@ -26,6 +26,7 @@
 
 #include "bench.h"
 #include "dsv4/numerics.h"
+#include "model_cases.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 /* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
@@ -33,7 +34,6 @@ static uint16_t rng_bf16(uint64_t *s) {
     const uint64_t v = bench_rng_next(s);
     return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
 }
-static int64_t page_stride(int64_t P) { return (P * 584 + 575) / 576 * 576; }
 static void shuffle_i64(uint64_t *s, int64_t *a, int64_t n) {
     for (int64_t i = n - 1; i > 0; --i) {
         const int64_t j = (int64_t)(bench_rng_next(s) % (uint64_t)(i + 1)), x = a[i];
@@ -112,7 +112,7 @@ static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h
                                    .out_rows = per,
                                    .max_gather_len = per,
                                    .page_tokens = c->P,
-                                   .page_stride_bytes = page_stride(c->P),
+                                   .page_stride_bytes = MC_PAGE_STRIDE(c->P),
                                    .num_pages = npages};
     const size_t cbytes = (size_t)(npages * h->d.page_stride_bytes);
     uint8_t *cache = malloc(cbytes);
@@ -153,8 +153,9 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
         for (int64_t b = 0; b < c->reqs && ok; ++b)
             for (int64_t i = 0; i < per && ok; ++i) {
                 const int64_t page = h.a.block_table[b * h.d.block_table_width + i / P];
-                const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + (i % P) * 576;
-                const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + P * 576 + (i % P) * 8;
+                const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + (i % P) * DSV4_KV_DATA_BYTES;
+                const uint8_t *sc =
+                    h.a.cache + page * h.d.page_stride_bytes + P * DSV4_KV_DATA_BYTES + (i % P) * DSV4_KV_SCALE_BYTES;
                 const uint16_t *row = h.a.out + (b * per + i) * 512;
                 for (int d = 0; d < 448; ++d)
                     ok &= (double)dsv4_bf16_to_f32(row[d]) == ldexp(dsv4_e4m3_to_f32(rec[d]), sc[d / 64] - 127);
@@ -226,8 +227,8 @@ static void insert_cpu(void *st) {
 
 /* T rows into consecutive slots of shuffled pages of a P = 64 cache (V4 SWA / C4A page). */
 static void insert_problem(int64_t T, uint64_t *s, insert_state_t *h) {
-    const int64_t P = 64, npages = (T + P - 1) / P + 1;
-    h->d = (dsv4_kv_insert_desc_t){T, 0, P, page_stride(P), npages};
+    const int64_t P = MC_V4_PAGE_TOKENS, npages = (T + P - 1) / P + 1;
+    h->d = (dsv4_kv_insert_desc_t){T, 0, P, MC_PAGE_STRIDE(P), npages};
     uint16_t *k = malloc((size_t)T * 1024);
     int64_t *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
     for (int64_t i = 0; i < T * 512; ++i) k[i] = rng_bf16(s);
@@ -250,9 +251,10 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         bench_time_cpu(insert_cpu, &h, 5, &tm);
         int ok = 1;
         for (int64_t i = 0; i < 256; ++i) {
-            const int64_t page = h.a.slot_mapping[i] / 64, p = h.a.slot_mapping[i] % 64;
-            const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + p * 576;
-            const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + 64 * 576 + p * 8;
+            const int64_t page = h.a.slot_mapping[i] / h.d.page_tokens, p = h.a.slot_mapping[i] % h.d.page_tokens;
+            const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + p * DSV4_KV_DATA_BYTES;
+            const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + h.d.page_tokens * DSV4_KV_DATA_BYTES +
+                                p * DSV4_KV_SCALE_BYTES;
             for (int k = 0; k < 7; ++k)
                 ok &= sc[k] == 121 && rec[64 * k] == 0xF8 && rec[64 * k + 33] == 0x50 && rec[64 * k + 49] == 0x70 &&
                       rec[64 * k + 63] == 0x78;
@@ -322,13 +324,13 @@ static void swa_cpu(void *st) {
 /* N prefill tokens at positions 0..N-1 of one request, H heads, the V4.1 SWA page (P = 32),
  * a rotary table with theta = 10000 (unit cos^2 + sin^2). */
 static void swa_problem(int64_t N, int64_t H, uint64_t *s, swa_state_t *h) {
-    const int64_t P = 32, npages = (N + P - 1) / P + 1;
+    const int64_t P = MC_SWA_PAGE_TOKENS, npages = (N + P - 1) / P + 1;
     h->d = (dsv4_kv_swa_write_desc_t){.num_tokens = N,
                                       .num_insert = N,
                                       .num_heads = H,
                                       .max_position = N,
                                       .page_tokens = P,
-                                      .page_stride_bytes = page_stride(P),
+                                      .page_stride_bytes = MC_PAGE_STRIDE(P),
                                       .num_pages = npages,
                                       .eps = 1e-6f};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
