@@ -35,7 +35,7 @@ static __device__ __forceinline__ uint32_t dsv4_ue8m0_bf16x2(uint32_t enc) { ret
 /* The bytes of x picked by SEL (prmt.b32 x, 0, SEL in its default mode): selector nibble
  * n names byte n of the result, 0-3 a byte of x, 4-7 a zero byte, and 8 + b the sign of
  * byte b replicated over the byte. Not __byte_perm: nvcc masks its selector to 3 bits
- * per byte (0xBB99 became 0x3311; docs/kvcache.md, v2). */
+ * per byte (0xBB99 became 0x3311; docs/kvcache.md, Decisions). */
 template <unsigned SEL> static __device__ __forceinline__ uint32_t dsv4_prmt(uint32_t x) {
     uint32_t d;
     asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(d) : "r"(x), "n"(SEL));
