@@ -137,10 +137,11 @@ typedef struct dsv4_mhc_gate_params {
     float post_mult;        /* 2.0 in the model; finite                                   */
     int32_t sinkhorn_iters; /* 20; in [1, 100]                                            */
 } dsv4_mhc_gate_params_t;
-#define DSV4_MHC_GATE_PARAMS_V41                                                                                       \
-    { 1e-20f, 1e-6f, 1e-6f, 2.0f, 20 }
-#define DSV4_MHC_GATE_PARAMS_V4                                                                                        \
-    { 1e-6f, 1e-6f, 1e-6f, 2.0f, 20 }
+/* python/gen_structs.py reads each initializer on its #define line. */
+/* clang-format off */
+#define DSV4_MHC_GATE_PARAMS_V41 {1e-20f, 1e-6f, 1e-6f, 2.0f, 20}
+#define DSV4_MHC_GATE_PARAMS_V4 {1e-6f, 1e-6f, 1e-6f, 2.0f, 20}
+/* clang-format on */
 
 /* ===================================================================================
  * Plan: the projection route and split geometry a gates / pre / seam call will use.
