@@ -1,6 +1,6 @@
 # dsv4_write_version_script(<out> <header>...): a linker version script that exports
 # exactly the dsv4_* functions declared in the public headers and hides everything else
-# (the families' internal helpers stay callable only inside the library and by the tests,
+# (the families' internal functions stay callable only inside the library and by the tests,
 # which link the static internal library).
 function(dsv4_write_version_script out)
   set(names "")

@@ -31,7 +31,7 @@ apt_install() {
 
 # Sets py to a python3 with numpy and pytest (and torch where it installs).
 py_setup() {
-  local venv=${DSV4_PY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/dsv4/py-venv}
+  local venv=${DSV4_PY_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/dsv4/py-venv}
   command -v python3 >/dev/null 2>&1 || apt_install python3 || return 1
   if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -m pip --version >/dev/null 2>&1; then
     rm -rf "$venv"
