@@ -68,14 +68,12 @@
 
 /* A column of config `id`'s row, as a constant expression (0 for an unknown id). */
 #define MLA_CFG_SEL_HC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (hc):
-#define MLA_CFG_SEL_MT(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (mt):
 #define MLA_CFG_SEL_WD(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (wd):
 #define MLA_CFG_SEL_WARPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (w):
 #define MLA_CFG_SEL_WS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (ws):
 #define MLA_CFG_SEL_DEC(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (dec):
 #define MLA_CFG_SEL_CPS(id, i, n, hc, mt, wd, w, ws, dec, cps, minb) (id) == (i) ? (cps):
 #define MLA_CFG_HC(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_HC, id) 0)
-#define MLA_CFG_MT(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_MT, id) 0)
 #define MLA_CFG_WD(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WD, id) 0)
 #define MLA_CFG_WARPS(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WARPS, id) 0)
 #define MLA_CFG_IS_WS(id) (MLA_CONFIG_TABLE(MLA_CFG_SEL_WS, id) 0)

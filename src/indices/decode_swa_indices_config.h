@@ -10,7 +10,7 @@
 
 #include "common/launch.h"
 #include "dsv4/indices.h"
-#include "indices/index_common.h"
+#include "common/kv_format.h"
 
 #define DSV4_DSW_WARPS 4
 #define DSV4_DSW_THREADS (DSV4_DSW_WARPS * 32)

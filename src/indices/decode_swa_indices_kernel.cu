@@ -7,7 +7,7 @@
  *               ? table[req, (start + j) / P] * P + (start + j) % P     (int32, wraps)
  *               : -1                                                    for j < W
  *     lens[t] = is_valid[t] ? len : 0
- * The division by P is a multiply-shift (index_common.h).
+ * The division by P is the cache format's multiply-high (common/kv_format.h).
  *
  * Decomposition: grid ceil(T / 4) CTAs of 4 warps; warp w of CTA b owns row 4b + w; lane l
  * owns the 4-column chunks l + 32k (one 16-byte streaming store per lane for W = 128, or

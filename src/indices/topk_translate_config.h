@@ -15,7 +15,7 @@
 
 #include "common/launch.h"
 #include "dsv4/indices.h"
-#include "indices/index_common.h"
+#include "common/kv_format.h"
 
 #define DSV4_TT_WARPS 4 /* warps (= rows in flight) per CTA */
 #define DSV4_TT_THREADS (DSV4_TT_WARPS * 32)

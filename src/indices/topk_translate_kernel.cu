@@ -7,8 +7,8 @@
  *     out[t, j] = ok ? table[req, v / P] * P + v % P : -1          (int32, wraps mod 2^32)
  *     lens[t]   = (req in [0, R) and is_valid[t]) ? #ok over the row : 0
  * with P = page_tokens. "0 <= v < block_table_width * P" is one unsigned compare against
- * vlimit (a negative v is a huge unsigned value); the division by P is a multiply-shift
- * (index_common.h).
+ * vlimit (a negative v is a huge unsigned value); the division by P is the cache format's
+ * multiply-high (common/kv_format.h).
  *
  * Dense (one launch): CTAs of 4 warps; warp g of the grid takes rows g, g + nw, g + 2 nw,
  * ... (nw warps in the grid: as many as are resident for K <= 512, one per row above it,

@@ -9,7 +9,6 @@
 
 #include "idx_test.h"
 #include "common/kv_format.h"
-#include "indices/index_common.h"
 #include "indices/topk_translate_config.h"
 
 static int check_div(th_ctx_t *t, uint32_t d, uint32_t n) {

@@ -242,3 +242,16 @@ void kvt_explain_insert(th_ctx_t *t, kvt_geom_t g, const uint8_t *got, const uin
     }
     th_note(t, "first difference at cache byte %zu belongs to no inserted token (a stray write)", i);
 }
+
+void kvt_roundtrip_descs(kvt_geom_t g, int64_t T, dsv4_kv_insert_desc_t *di, dsv4_kv_gather_desc_t *dg) {
+    *di = (dsv4_kv_insert_desc_t){.num_tokens = T,
+                                  .page_tokens = g.P,
+                                  .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages};
+    *dg = (dsv4_kv_gather_desc_t){.num_reqs = 1,
+                                  .block_table_width = g.num_pages,
+                                  .out_rows = T,
+                                  .page_tokens = g.P,
+                                  .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages};
+}

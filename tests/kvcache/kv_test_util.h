@@ -21,6 +21,9 @@ typedef struct {
 
 static inline size_t kvt_cache_bytes(kvt_geom_t g) { return (size_t)(g.num_pages * g.stride); }
 
+/* Descriptors of an insert of T rows into cache g and of the gather of those T rows back
+ * (one request whose block table covers every page of g). */
+void kvt_roundtrip_descs(kvt_geom_t g, int64_t T, dsv4_kv_insert_desc_t *di, dsv4_kv_gather_desc_t *dg);
 /* Row kinds for the quantizer cases (every amax regime a 64-block can be in). */
 typedef enum {
     KVT_ROW_LOGMAG,      /* per block a random scale 2^-30..2^40, elements over 12 binades below it */

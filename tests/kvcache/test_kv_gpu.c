@@ -308,13 +308,9 @@ void test_kv_gpu_graph_capture(th_ctx_t *t) {
     th_buf_t dc = kvt_dev_from(cache, kvt_cache_bytes(g)), dt = kvt_dev_from(table, 16), dl = kvt_dev_from(&L, 4);
     th_buf_t dout = th_buf_device((size_t)T * 1024);
     th_buf_poison(&dout, 0x5A);
-    dsv4_kv_insert_desc_t di = {T, 0, 64, 37440, 4};
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 1,
-                                .block_table_width = 4,
-                                .out_rows = T,
-                                .page_tokens = 64,
-                                .page_stride_bytes = 37440,
-                                .num_pages = 4};
+    dsv4_kv_insert_desc_t di;
+    dsv4_kv_gather_desc_t dg;
+    kvt_roundtrip_descs(g, T, &di, &dg);
     dsv4_kv_insert_args_t hi = {k, slots, cache}, ai = {th_ptr(&dk), th_ptr(&ds), th_ptr(&dc)};
     dsv4_kv_gather_args_t hg = {cache, &L, NULL, table, want},
                           ag = {th_ptr(&dc), th_ptr(&dl), NULL, th_ptr(&dt), th_ptr(&dout)};

@@ -169,15 +169,11 @@ void test_kv_insert_gather_roundtrip(th_ctx_t *t) {
     kvt_fill_rows(r, k, T, 512, KVT_ROW_NORMAL + 1, NULL); /* finite kinds */
     for (int64_t i = 0; i < T; ++i) slots[i] = table[i / 64] * 64 + i % 64;
     memset(cache, 0, kvt_cache_bytes(g));
-    dsv4_kv_insert_desc_t di = {.num_tokens = T, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 4};
+    dsv4_kv_insert_desc_t di;
+    dsv4_kv_gather_desc_t dg;
+    kvt_roundtrip_descs(g, T, &di, &dg);
     dsv4_kv_insert_args_t ai = {.k = k, .slot_mapping = slots, .cache = cache};
     TH_OK(t, dsv4_kv_insert_ref(&di, &ai));
-    dsv4_kv_gather_desc_t dg = {.num_reqs = 1,
-                                .block_table_width = 4,
-                                .out_rows = T,
-                                .page_tokens = 64,
-                                .page_stride_bytes = 37440,
-                                .num_pages = 4};
     dsv4_kv_gather_args_t ag = {.cache = cache, .seq_lens = &L, .block_table = table, .out = out};
     TH_OK(t, dsv4_kv_gather_ref(&dg, &ag));
     for (int64_t i = 0; i < T; ++i) {
