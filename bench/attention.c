@@ -201,7 +201,9 @@ static int prefill_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape
     int ok = rc.status == DSV4_STATUS_SUCCESS;
     for (size_t i = 0; i < (size_t)s.H * 512; ++i) ok &= fabs(dsv4_bf16_to_f32(out[i])) <= max_k;
     for (size_t i = (size_t)s.H * 512; i < (size_t)T * s.H * 512; ++i) ok &= out[i] == 0;
-    bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=%d H=%d w=%d rows=%d", T, s.H, s.w_main, ROWS);
+    bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     free(kv), free(q), free(out), free(ids);
     return !ok;
 }
@@ -403,7 +405,9 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     int ok = rc.status == DSV4_STATUS_SUCCESS;
     for (size_t i = 0; i < (size_t)s.H * 512; ++i) ok &= fabs(dsv4_bf16_to_f32(out[i])) <= records_max_k();
     for (size_t i = (size_t)s.H * 512; i < (size_t)2 * s.H * 512; ++i) ok &= out[i] == 0;
-    bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=2 H=%d w=128+512 P=%d", s.H, DC_P);
+    bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     free(cache), free(q), free(out);
     return !ok;
 }

@@ -66,8 +66,10 @@ typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH } bench_ceilin
 /* One JSON line plus one table row. `check` is "pass", "fail" or "skipped". */
 void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config, const bench_timing_t *tm,
                   double bytes, double flops, bench_ceiling_t ceiling, const char *check);
-void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const bench_timing_t *tm,
-                      const char *check);
+/* The no-GPU row: `ran` is the smaller shape the reference computed for `case_name`, in
+ * the same key=value grammar. */
+void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const char *ran,
+                      const bench_timing_t *tm, const char *check);
 
 /* A case: returns 0 on success (check passed or not requested), nonzero on failure. */
 typedef struct {

@@ -93,12 +93,16 @@ int main(int argc, char **argv) {
     } else {
         printf(
             "NO GPU FOUND: no CUDA device with compute capability >= 8.0 is visible.\n"
-            "Running the CPU references with their checks, each on a smaller input of the same kind than\n"
-            "the GPU case it stands for (the case column names the GPU case); times are the references'.\n");
+            "Running the CPU references with their checks, each on a smaller input of the same kind as\n"
+            "its GPU case (column 'ran on the CPU'); times are the references'.\n");
     }
 
-    printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", ctx.have_gpu ? "case" : "case (GPU shape)", "median_us",
-           "p10_us", "p90_us", "throughput", "%ceil", "check");
+    if (ctx.have_gpu)
+        printf("\n%-16s %-34s %10s %10s %10s %12s %8s %6s\n", "op", "case", "median_us", "p10_us", "p90_us",
+               "throughput", "%ceil", "check");
+    else
+        printf("\n%-16s %-34s %10s %10s %10s  %-30s %6s\n", "op", "case", "median_us", "p10_us", "p90_us",
+               "ran on the CPU", "check");
     int ran = 0;
     for (const family_t *f = families; f->name; ++f) {
         if (*f->count == 0) {

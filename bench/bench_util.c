@@ -237,17 +237,17 @@ void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const
     fflush(ctx->json);
 }
 
-void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const bench_timing_t *tm,
-                      const char *check) {
-    printf("%-16s %-34s %10.1f %10.1f %10.1f %12s %8s %6s\n", op, case_name, tm->median_us, tm->p10_us, tm->p90_us,
-           "cpu-ref", "-", check);
+void bench_report_cpu(bench_ctx_t *ctx, const char *op, const char *case_name, const char *ran,
+                      const bench_timing_t *tm, const char *check) {
+    printf("%-16s %-34s %10.1f %10.1f %10.1f  %-30s %6s\n", op, case_name, tm->median_us, tm->p10_us, tm->p90_us, ran,
+           check);
     fflush(stdout);
     if (!ctx->json) return;
     fprintf(ctx->json,
             "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"cpu (no GPU)\",\"op\":\"%s\",\"case\":\"%s\","
-            "\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,\"check\":\"%s\","
+            "\"cpu_shape\":\"%s\",\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,\"check\":\"%s\","
             "\"command\":\"dsv4_bench --op %s --case '%s'\"}\n",
-            dsv4_version_string(), ctx->commit, op, case_name, tm->median_us, tm->p10_us, tm->p90_us, tm->reps, check,
-            op, case_name);
+            dsv4_version_string(), ctx->commit, op, case_name, ran, tm->median_us, tm->p10_us, tm->p90_us, tm->reps,
+            check, op, case_name);
     fflush(ctx->json);
 }

@@ -209,7 +209,10 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
     if (!gpu) {
         ok = ok && cmb_invariants(&s, ref, ref_l);
         bench_time_cpu(cmb_cpu_fn, &s, 5, &tm);
-        bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+        char ran[64];
+        snprintf(ran, sizeof ran, "T=%lld topk=%lld W=%lld R=%lld", (long long)Tn, (long long)topk,
+                 (long long)s.d.window, (long long)s.d.num_reqs);
+        bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     } else {
         dsv4_combine_topk_swa_args_t dev = {idxb_upload(s.h.topk_indices, (size_t)(Tn * topk) * 4),
                                             idxb_upload(s.h.query_start_loc, 5 * 4),

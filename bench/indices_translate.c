@@ -137,7 +137,9 @@ static int tt_run_cpu(bench_ctx_t *ctx, const char *op, const char *name, int64_
         }
         ok = ok && count == lens[t] && (!packed || ip[t + 1] == ip[t] + lens[t]);
     }
-    bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=%lld K=%lld P=%d decode", (long long)T, (long long)K, TT_P);
+    bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     free(out);
     free(lens);
     free(ip);
@@ -286,7 +288,9 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
     if (!ctx->have_gpu) {
         ok = ok && dsw_invariants(&s);
         bench_time_cpu(dsw_cpu, &s, 5, &tm);
-        bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+        char ran[64];
+        snprintf(ran, sizeof ran, "T=%lld W=128 P=%d", (long long)T, DSW_P);
+        bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
         dsw_free(&s);
         return !ok;
     }

@@ -161,7 +161,9 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
                     ok &= (double)dsv4_bf16_to_f32(row[d]) == ldexp(dsv4_e4m3_to_f32(rec[d]), sc[d / 64] - 127);
                 ok &= memcmp(row + 448, rec + 448, 128) == 0;
             }
-        bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+        char ran[64];
+        snprintf(ran, sizeof ran, "rows=1024 R=%lld P=%lld", (long long)c->reqs, (long long)P);
+        bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
         gather_free_host(&h);
         return !ok;
     }
@@ -260,7 +262,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
                       rec[64 * k + 63] == 0x78;
             ok &= sc[7] == 0;
         }
-        bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+        bench_report_cpu(ctx, op, name, "T=256 P=64", &tm, verdict(1, ok));
         free((void *)h.a.k), free((void *)h.a.slot_mapping), free(h.a.cache);
         return !ok;
     }
@@ -422,14 +424,16 @@ static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int6
     dsv4_kv_insert_args_t ai = {rot, h.a.slot_mapping, want};
     dsv4_kv_insert_ref(&di, &ai);
     ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));
-    bench_report_cpu(ctx, op, name, &tm, verdict(1, ok));
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=64 H=%lld P=%d", (long long)H, MC_SWA_PAGE_TOKENS);
+    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
     free(rot), free(want);
     swa_free_host(&h);
     return !ok;
 }
 
 static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
-    const int64_t H = strstr(name, "heads=64") ? 64 : 32, N = 8192;
+    const int64_t H = strstr(name, "H=64") ? 64 : 32, N = 8192;
     if (!ctx->have_gpu) return swa_cpu_case(ctx, op, name, H);
     uint64_t s = 0x5A7;
     swa_state_t h;

@@ -283,7 +283,12 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
                 (double)comb[16 * i + k] + comb[16 * i + 4 + k] + comb[16 * i + 8 + k] + comb[16 * i + 12 + k];
             bad |= !(fabs(s - 1.0) <= 1e-5);
         }
-    bench_report_cpu(ctx, op, name, &tm, bad ? "fail" : "pass");
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=%lld H=%lld%s", (long long)n, (long long)H,
+             route == DSV4_MHC_ROUTE_SMALL_T ? " route=small-t"
+             : route == DSV4_MHC_ROUTE_AUTO  ? ""
+                                             : " route=tensor-core");
+    bench_report_cpu(ctx, op, name, ran, &tm, bad ? "fail" : "pass");
     free(R), free(R2), free(li), free(li2);
     host_in_free(&h);
     return bad;
@@ -450,7 +455,9 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
                 for (int k = 0; k < 4; ++k)
                     ok &= fabs((double)gcomb[16 * i + k] + gcomb[16 * i + 4 + k] + gcomb[16 * i + 8 + k] +
                                gcomb[16 * i + 12 + k] - 1.0) <= 1e-5;
-        bench_report_cpu(ctx, op, name, &tm, ok ? "pass" : "fail");
+        char ran[64];
+        snprintf(ran, sizeof ran, "T=%lld H=%lld", (long long)T, (long long)H);
+        bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
         bad = !ok;
         free(R_out), free(out), free(sq), free(gpost), free(gcomb), free(gpre);
     } else {
