@@ -1,7 +1,7 @@
-// How fast can a pass shaped like the mHC seam's K1 stream the seam's counted bytes at T = 512,
+// How fast can a pass shaped like the mHC seam's projection pass stream the seam's counted bytes at T = 512,
 // H = 5120 (R and x read, R_new and yb written: 52.4 MB), with no mma and a few integer
 // operations per value? Event-timed like dsv4_bench, L2 flushed (256 MB memset) before
-// each of 40 reps. A: K1's shape (32-token blocks, 8 threads per token row, 16 bytes per
+// each of 40 reps. A: the projection pass's shape (32-token blocks, 8 threads per token row, 16 bytes per
 // stream, the next chunk's loads issued before this chunk's stores). B: 4x the bytes per
 // thread (128-token blocks, 2 tokens x 32 bytes of each stream). Also times a plain copy
 // of the same bytes. docs/mhc.md uses it to bound the seam at T = 512.
@@ -109,7 +109,7 @@ int main() {
     });
     for (int S : {8, 16, 20}) {
         char nm[64];
-        snprintf(nm, 64, "A K1-like S=%d (%d CTAs)", S, T / 32 * S);
+        snprintf(nm, 64, "A projection-pass-like S=%d (%d CTAs)", S, T / 32 * S);
         time(nm, [&] { kA<<<dim3(T / 32, S), 256>>>(R, x, Rn, yb, S); });
     }
     for (int S : {16, 40, 80}) {

@@ -105,7 +105,7 @@ static void variant(const char *name, const float *dL, float *dout, float *hout,
     run<V><<<1, 32>>>(dL, dout, 256, 1, dcyc);
     run<V><<<1, 32>>>(dL, dout, 256, 1, dcyc);
     cudaMemcpy(&cyc, dcyc, 8, cudaMemcpyDeviceToHost);
-    /* 4 warps per SM (one per scheduler), as K2's gate CTA */
+    /* 4 warps per SM (one per scheduler), as the gates epilogue's gate CTA */
     long long c4[132 * 4];
     run<V><<<132, 128>>>(dL, dout, 132 * 4 * 64, 1, dcyc);
     cudaMemcpy(c4, dcyc, sizeof c4, cudaMemcpyDeviceToHost);
