@@ -76,6 +76,11 @@ static const mc_mla_decode_shape_t mc_mla_decode_shapes[] = {
     {64, MC_HEADS_TP1, MC_WINDOW, MC_TOPK}, {MC_DECODE_T_MAX, MC_HEADS_TP1, MC_WINDOW, MC_TOPK},
 };
 
+/* ---- indices ------------------------------------------------------------------------------- */
+
+static const int64_t mc_chunk_T[2] = {MC_CHUNK_T, MC_CHUNK_T_MAX};
+static const int64_t mc_topks[2] = {MC_TOPK, MC_TOPK_PRO};
+
 /* ---- mHC ----------------------------------------------------------------------------------- */
 
 /* V4-Flash, V4.1-Flash, V4-Pro. */
