@@ -82,15 +82,10 @@ static shape_t parse(const char *name) {
 /* The rows time model shapes (model_cases.h): prefill at a listed chunk length, head count
  * and width; decode at a listed (T, H) with at most its list widths (fewer: the rows that
  * sweep the tiles per CTA). */
-static int listed(int v, const int *list, int n) {
-    for (int i = 0; i < n; ++i)
-        if (list[i] == v) return 1;
-    return 0;
-}
 static int model_prefill(shape_t s) {
-    return listed(s.T, mc_mla_prefill_T, MC_COUNT(mc_mla_prefill_T)) &&
-           listed(s.H, mc_mla_heads, MC_COUNT(mc_mla_heads)) &&
-           listed(s.w_main, mc_mla_prefill_widths, MC_COUNT(mc_mla_prefill_widths)) && s.w_extra == 0;
+    return mc_listed(s.T, mc_mla_prefill_T, MC_COUNT(mc_mla_prefill_T)) &&
+           mc_listed(s.H, mc_mla_heads, MC_COUNT(mc_mla_heads)) &&
+           mc_listed(s.w_main, mc_mla_prefill_widths, MC_COUNT(mc_mla_prefill_widths)) && s.w_extra == 0;
 }
 static int model_decode(shape_t s) {
     for (int i = 0; i < MC_COUNT(mc_mla_decode_shapes); ++i) {

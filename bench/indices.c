@@ -265,12 +265,6 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
     return !ok;
 }
 
-static int listed(long long v, const int64_t *list, int n) {
-    for (int i = 0; i < n; ++i)
-        if (list[i] == v) return 1;
-    return 0;
-}
-
 /* A case's parameters are read from its name, so the table below is the one place they
  * are written: "T=<tokens> topk=<TOP_K> W=128 R=4" (ratio 4; topk=0: ratio 0, SWA-only),
  * then "warm-inputs" or "warm-in-cold-out" for the timing mode (idxb_timing_mode). They
@@ -279,7 +273,7 @@ static int listed(long long v, const int64_t *list, int n) {
 static int combine_case(bench_ctx_t *c, const char *op, const char *n) {
     long long T = 0, topk = 0, W = 0, R = 0;
     if (sscanf(n, "T=%lld topk=%lld W=%lld R=%lld", &T, &topk, &W, &R) < 4 || W != MC_WINDOW || R != MC_CHUNK_REQS ||
-        !listed(T, mc_chunk_T, MC_COUNT(mc_chunk_T)) || (topk && !listed(topk, mc_topks, MC_COUNT(mc_topks)))) {
+        !mc_listed(T, mc_chunk_T, MC_COUNT(mc_chunk_T)) || (topk && !mc_listed(topk, mc_topks, MC_COUNT(mc_topks)))) {
         printf(
             "%s %s: the case name must read \"T=<tokens> topk=<TOP_K> W=%d R=%d ...\" with model values "
             "(model_cases.h)\n",

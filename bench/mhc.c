@@ -333,12 +333,10 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
  * V4.1 hidden size and T one of `list` (model_cases.h). 0 when it is. */
 static int model_shape(const char *op, const char *name, const int64_t *list, int n, int64_t *T) {
     long long t = 0, h = 0;
-    if (sscanf(name, "T=%lld H=%lld", &t, &h) == 2 && h == MC_MHC_HIDDEN)
-        for (int i = 0; i < n; ++i)
-            if (list[i] == t) {
-                *T = t;
-                return 0;
-            }
+    if (sscanf(name, "T=%lld H=%lld", &t, &h) == 2 && h == MC_MHC_HIDDEN && mc_listed(t, list, n)) {
+        *T = t;
+        return 0;
+    }
     printf("%s %s: not a model shape (model_cases.h)\n", op, name);
     return 1;
 }

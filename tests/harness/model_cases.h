@@ -14,6 +14,13 @@
 
 #define MC_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* 1 when v is one of the n values of list (the benchmark's check of a case name's shape). */
+static inline int mc_listed(int64_t v, const int64_t *list, int n) {
+    for (int i = 0; i < n; ++i)
+        if (list[i] == v) return 1;
+    return 0;
+}
+
 /* ---- caches ------------------------------------------------------------------------------ */
 
 /* vLLM's page stride for P fp8_ds_mla slots: P * 584 bytes rounded up to a multiple of 576. */
@@ -58,9 +65,9 @@ static const int64_t mc_chunk_prefixes[MC_CHUNK_REQS] = {0, 3000, 20000, 100000}
 #define MC_MLA_WIDTH_PRO (MC_TOPK_PRO + MC_WINDOW) /* V4-Pro (1,152)                          */
 #define MC_MLA_PREFILL_T_MAX 4096                  /* the longest chunk the prefill rows time */
 
-static const int mc_mla_heads[3] = {MC_HEADS_TP1, MC_HEADS_TP2, MC_HEADS_TP4};
-static const int mc_mla_prefill_T[2] = {MC_CHUNK_T, MC_MLA_PREFILL_T_MAX};
-static const int mc_mla_prefill_widths[2] = {MC_MLA_WIDTH, MC_MLA_WIDTH_PRO};
+static const int64_t mc_mla_heads[3] = {MC_HEADS_TP1, MC_HEADS_TP2, MC_HEADS_TP4};
+static const int64_t mc_mla_prefill_T[2] = {MC_CHUNK_T, MC_MLA_PREFILL_T_MAX};
+static const int64_t mc_mla_prefill_widths[2] = {MC_MLA_WIDTH, MC_MLA_WIDTH_PRO};
 
 /* A decode batch: T tokens of H heads, each listing w_main window keys and w_extra top-k keys. */
 typedef struct {
