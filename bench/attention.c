@@ -5,7 +5,8 @@
  * config (a forced kernel configuration by its dsv4_mla_config_name), S (a forced split
  * count) and merge (1: second launch, 2: merge CTAs in the attention launch, forced
  * through the plan's SM count); names with a config or S are the sweep the auto choices
- * come from.
+ * come from. T, H and w must be a model shape of tests/harness/model_cases.h, whose shapes
+ * the tests run too.
  *
  * Prefill: a 4-request chunk over a 4 x 48K-row bf16 workspace (192 MB, far above L2,
  * flushed before each rep); token t of request b picks width-128 distinct compressed
@@ -29,6 +30,7 @@
 
 #include "bench.h"
 #include "dsv4/numerics.h"
+#include "model_cases.h"
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -77,6 +79,23 @@ static shape_t parse(const char *name) {
     return s;
 }
 
+/* The rows time model shapes (model_cases.h): prefill at a listed chunk length, head count
+ * and width; decode at a listed (T, H) with at most its list widths (fewer: the rows that
+ * sweep the tiles per CTA). */
+static int model_prefill(shape_t s) {
+    return mc_listed(s.T, mc_mla_prefill_T, MC_COUNT(mc_mla_prefill_T)) &&
+           mc_listed(s.H, mc_mla_heads, MC_COUNT(mc_mla_heads)) &&
+           mc_listed(s.w_main, mc_mla_prefill_widths, MC_COUNT(mc_mla_prefill_widths)) && s.w_extra == 0;
+}
+static int model_decode(shape_t s) {
+    for (int i = 0; i < MC_COUNT(mc_mla_decode_shapes); ++i) {
+        const mc_mla_decode_shape_t *m = &mc_mla_decode_shapes[i];
+        if (m->T == s.T && m->H == s.H)
+            return s.w_main >= 0 && s.w_main <= m->w_main && s.w_extra >= 0 && s.w_extra <= m->w_extra;
+    }
+    return 0;
+}
+
 /* Tolerance check of sampled tokens (bf16 got vs fp64 ref): attention.h's DSV4_MLA_TOL_*. */
 static int check_tokens(const uint16_t *got, const double *ref, int ntok, int H, double max_k, double *max_err) {
     double num = 0, den = 0, worst = 0;
@@ -96,7 +115,14 @@ static int check_tokens(const uint16_t *got, const double *ref, int ntok, int H,
 
 /* ---- prefill ------------------------------------------------------------------------ */
 
-enum { PF_REQ = 4, PF_SLAB = 48 * 1024, PF_COMPRESSED = 32 * 1024, PF_TMAX = 4096, PF_HMAX = 64, PF_WMAX = 1152 };
+enum {
+    PF_REQ = MC_CHUNK_REQS,
+    PF_SLAB = 48 * 1024,
+    PF_COMPRESSED = 32 * 1024,
+    PF_TMAX = MC_MLA_PREFILL_T_MAX,
+    PF_HMAX = MC_HEADS_TP1,
+    PF_WMAX = MC_MLA_WIDTH_PRO
+};
 
 typedef struct {
     uint16_t *kv_h; /* host copy for the reference */
@@ -139,7 +165,7 @@ static int prefill_world(void) {
 /* Lists of a T-token chunk of 4 requests: width-128 distinct compressed rows of the
  * request's slab (sorted, as top-k sets come), then the window rows of its position. */
 static int prefill_lists(int T, int width) {
-    const int per_req = (T + PF_REQ - 1) / PF_REQ, topk = width - 128;
+    const int per_req = (T + PF_REQ - 1) / PF_REQ, topk = width - MC_WINDOW;
     char *seen = calloc(PF_COMPRESSED, 1);
     for (int t = 0; t < T; ++t) {
         const int b = t / per_req, pos = t % per_req;
@@ -150,7 +176,7 @@ static int prefill_lists(int T, int width) {
             const int v = (int)(rnd() % PF_COMPRESSED);
             if (!seen[v]) seen[v] = 1, row[n++] = b * PF_SLAB + v;
         }
-        for (int j = 0; j < 128; ++j) row[n++] = b * PF_SLAB + PF_COMPRESSED + pos + j; /* window rows */
+        for (int j = 0; j < MC_WINDOW; ++j) row[n++] = b * PF_SLAB + PF_COMPRESSED + pos + j; /* window rows */
         pw.lens_h[t] = width;
     }
     free(seen);
@@ -210,6 +236,10 @@ static int prefill_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape
 
 static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
     const shape_t s = parse(name);
+    if (!model_prefill(s)) {
+        printf("%s %s: not a model prefill shape (model_cases.h)\n", op, name);
+        return 1;
+    }
     if (!ctx->have_gpu) return prefill_cpu(ctx, op, name, s);
     if (prefill_world() || prefill_lists(s.T, s.w_main)) {
         printf("%s %s: setup failed\n", op, name);
@@ -277,8 +307,16 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
 /* The decode world: up to DC_TMAX tokens of DC_HMAX heads, each its own request; a
  * workspace for the partials of up to DC_WS_ROWS (token, split, head) rows (T = 64 at
  * 32 splits of 64 heads; larger T runs with few splits). */
-enum { DC_P = 64, DC_PAGES = 2048, DC_STRIDE = 37440, SW_P = 32, SW_STRIDE = 19008, DC_TMAX = 384, DC_HMAX = 64 };
-enum { DC_WM = 128, DC_WE = 512 }; /* every token's list widths: window, compressed top-k */
+enum {
+    DC_P = MC_V4_PAGE_TOKENS,
+    DC_PAGES = 2048,
+    DC_STRIDE = MC_PAGE_STRIDE(DC_P),
+    SW_P = MC_SWA_PAGE_TOKENS,
+    SW_STRIDE = MC_PAGE_STRIDE(SW_P),
+    DC_TMAX = MC_DECODE_T_MAX,
+    DC_HMAX = MC_HEADS_TP1
+};
+enum { DC_WM = MC_WINDOW, DC_WE = MC_TOPK }; /* every token's list widths: window, compressed top-k */
 enum { DC_WS_ROWS = 64 * DSV4_MLA_MAX_SPLITS * DC_HMAX };
 
 typedef struct {
@@ -389,9 +427,9 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     enum { PAGES = 8 };
     uint8_t *cache = malloc((size_t)PAGES * DC_STRIDE);
     fill_records(cache, PAGES, DC_P, DC_STRIDE);
-    int32_t mids[2 * 128], eids[2 * 512], mlens[2] = {128, 128}, elens[2] = {512, 512};
-    for (int j = 0; j < 128; ++j) mids[j] = j, mids[128 + j] = -1;
-    for (int j = 0; j < 512; ++j) eids[j] = (int32_t)(rnd() % (PAGES * DC_P)), eids[512 + j] = PAGES * DC_P + j;
+    int32_t mids[2 * DC_WM], eids[2 * DC_WE], mlens[2] = {DC_WM, DC_WM}, elens[2] = {DC_WE, DC_WE};
+    for (int j = 0; j < DC_WM; ++j) mids[j] = j, mids[DC_WM + j] = -1;
+    for (int j = 0; j < DC_WE; ++j) eids[j] = (int32_t)(rnd() % (PAGES * DC_P)), eids[DC_WE + j] = PAGES * DC_P + j;
     uint16_t *q = malloc((size_t)2 * s.H * 512 * 2), *out = malloc((size_t)2 * s.H * 512 * 2);
     fill_bf16(q, (size_t)2 * s.H * 512, 1.0);
     dsv4_sparse_mla_decode_desc_t d;
@@ -406,7 +444,7 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     for (size_t i = 0; i < (size_t)s.H * 512; ++i) ok &= fabs(dsv4_bf16_to_f32(out[i])) <= records_max_k();
     for (size_t i = (size_t)s.H * 512; i < (size_t)2 * s.H * 512; ++i) ok &= out[i] == 0;
     char ran[64];
-    snprintf(ran, sizeof ran, "T=2 H=%d w=128+512 P=%d", s.H, DC_P);
+    snprintf(ran, sizeof ran, "T=2 H=%d w=%d+%d P=%d", s.H, DC_WM, DC_WE, DC_P);
     bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     free(cache), free(q), free(out);
     return !ok;
@@ -491,6 +529,10 @@ static int run_decode_lists(bench_ctx_t *ctx, const char *op, const char *name, 
 
 static int run_decode(bench_ctx_t *ctx, const char *op, const char *name) {
     const shape_t s = parse(name);
+    if (!model_decode(s)) {
+        printf("%s %s: not a model decode shape (model_cases.h)\n", op, name);
+        return 1;
+    }
     if (s.T < 1 || s.T > DC_TMAX || s.H > DC_HMAX) {
         printf("%s %s: the decode world holds 1 to %d tokens of at most %d heads\n", op, name, DC_TMAX, DC_HMAX);
         return 1;

@@ -121,15 +121,15 @@ typedef struct {
 } cmb_state_t;
 
 static void cmb_make(cmb_state_t *s, int64_t T, int64_t topk, int64_t ratio) {
-    static const int64_t prefix[4] = {0, 3000, 20000, 100000};
-    const int64_t R = 4, W = 128, max_model_len = 131072;
+    const int64_t *prefix = mc_chunk_prefixes;
+    const int64_t R = MC_CHUNK_REQS, W = MC_WINDOW, max_model_len = MC_MAX_MODEL_LEN;
     uint64_t seed = 0x1D1CE5u + (uint64_t)(T * 31 + topk * 7 + ratio);
     memset(s, 0, sizeof *s);
     dsv4_combine_topk_swa_desc_t d = {T, R, topk, topk, 0, W, ratio, 0, 0, 0, DSV4_COMBINE_V4_1};
     d.swa_row0 = ratio ? (max_model_len + ratio - 1) / ratio : 0;
     d.slab_rows = d.swa_row0 + W + T;
     s->d = d;
-    int32_t *qsl = malloc(5 * 4), *seq = malloc(4 * 4), *gat = malloc(4 * 4);
+    int32_t *qsl = malloc((size_t)(R + 1) * 4), *seq = malloc((size_t)R * 4), *gat = malloc((size_t)R * 4);
     int32_t *topk_h = malloc((size_t)(T * topk + 1) * 4);
     for (int64_t b = 0; b <= R; ++b) qsl[b] = (int32_t)(b * T / R);
     for (int64_t b = 0; b < R; ++b) {
@@ -200,7 +200,7 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
     cmb_state_t s;
     const int gpu = ctx->have_gpu;
     cmb_make(&s, gpu ? T : 256, topk, ratio);
-    const int64_t Tn = s.d.num_tokens, C = dsv4_combine_topk_swa_cols(topk, s.d.window);
+    const int64_t Tn = s.d.num_tokens, R = s.d.num_reqs, C = dsv4_combine_topk_swa_cols(topk, s.d.window);
     int32_t *ref = malloc((size_t)(Tn * C) * 4), *ref_l = malloc((size_t)Tn * 4);
     s.h.combined = ref;
     s.h.combined_lens = ref_l;
@@ -215,9 +215,9 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
         bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
     } else {
         dsv4_combine_topk_swa_args_t dev = {idxb_upload(s.h.topk_indices, (size_t)(Tn * topk) * 4),
-                                            idxb_upload(s.h.query_start_loc, 5 * 4),
-                                            idxb_upload(s.h.seq_lens, 4 * 4),
-                                            idxb_upload(s.h.gather_lens, 4 * 4),
+                                            idxb_upload(s.h.query_start_loc, (size_t)(R + 1) * 4),
+                                            idxb_upload(s.h.seq_lens, (size_t)R * 4),
+                                            idxb_upload(s.h.gather_lens, (size_t)R * 4),
                                             bench_dev_alloc((size_t)(Tn * C) * 4),
                                             bench_dev_alloc((size_t)Tn * 4)};
         s.dev = dev;
@@ -249,8 +249,9 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
             ok = 0;
         } else {
             char shape[200];
-            snprintf(shape, sizeof shape, "r=%lld topk=%lld W=128 C=%lld R=4 prefixes=0/3K/20K/100K %s rotations=%d",
-                     (long long)ratio, (long long)topk, (long long)C, idxb_timing_name(warm), nrot);
+            snprintf(shape, sizeof shape,
+                     "r=%lld topk=%lld W=%lld C=%lld R=%lld prefixes=0/3K/20K/100K %s rotations=%d", (long long)ratio,
+                     (long long)topk, (long long)s.d.window, (long long)C, (long long)R, idxb_timing_name(warm), nrot);
             const double writes = 4.0 * (double)(Tn * C + Tn);
             idxb_report(ctx, op, name, shape, &tm, writes + s.read_bytes, writes,
                         T <= 2048 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, check);
@@ -266,15 +267,20 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
 
 /* A case's parameters are read from its name, so the table below is the one place they
  * are written: "T=<tokens> topk=<TOP_K> W=128 R=4" (ratio 4; topk=0: ratio 0, SWA-only),
- * then "warm-inputs" or "warm-in-cold-out" for the timing mode (idxb_timing_mode). W and R
- * must be the model shape the inputs are built for (cmb_make). */
+ * then "warm-inputs" or "warm-in-cold-out" for the timing mode (idxb_timing_mode). They
+ * must be a model shape of model_cases.h: a chunk length, a model's top-k, and the window
+ * and request count the inputs are built for (cmb_make). */
 static int combine_case(bench_ctx_t *c, const char *op, const char *n) {
     long long T = 0, topk = 0, W = 0, R = 0;
-    if (sscanf(n, "T=%lld topk=%lld W=%lld R=%lld", &T, &topk, &W, &R) < 4 || W != 128 || R != 4) {
-        printf("%s %s: the case name must read \"T=<tokens> topk=<TOP_K> W=128 R=4 ...\"\n", op, n);
+    if (sscanf(n, "T=%lld topk=%lld W=%lld R=%lld", &T, &topk, &W, &R) < 4 || W != MC_WINDOW || R != MC_CHUNK_REQS ||
+        !mc_listed(T, mc_chunk_T, MC_COUNT(mc_chunk_T)) || (topk && !mc_listed(topk, mc_topks, MC_COUNT(mc_topks)))) {
+        printf(
+            "%s %s: the case name must read \"T=<tokens> topk=<TOP_K> W=%d R=%d ...\" with model values "
+            "(model_cases.h)\n",
+            op, n, MC_WINDOW, MC_CHUNK_REQS);
         return 1;
     }
-    return run_combine(c, op, n, T, topk, topk ? 4 : 0, idxb_timing_mode(n));
+    return run_combine(c, op, n, T, topk, topk ? MC_RATIO : 0, idxb_timing_mode(n));
 }
 
 /* The main shapes have three rows (idxb_timing_mode): cold-L2, "warm-inputs" (inputs and
@@ -297,6 +303,6 @@ const bench_case_t bench_indices_cases[] = {
     {"topk_translate", "T=8192 K=2048 decode warm-inputs", idxb_translate_case},
     {"topk_translate", "T=8192 K=2048 decode warm-in-cold-out", idxb_translate_case},
     {"topk_translate_packed", "T=8192 K=512 decode", idxb_translate_case},
-    {"decode_swa_indices", "T=2048 W=128 P=64", idxb_decode_swa_2048},
+    {"decode_swa_indices", "T=2048 W=128 P=64", idxb_decode_swa_case},
 };
 const int bench_indices_count = (int)(sizeof bench_indices_cases / sizeof bench_indices_cases[0]);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "bench.h"
+#include "model_cases.h"
 
 int64_t idxb_range(uint64_t *s, int64_t lo, int64_t hi); /* uniform in [lo, hi] */
 void *idxb_upload(const void *host, size_t bytes);       /* device copy, NULL on failure */
@@ -41,6 +42,7 @@ void idxb_rot_free(void *rot, size_t size, int nrot, const size_t off[2]);
 /* Translation cases, dense or packed by `op`; T, K and the timing from the case name
  * ("T=<tokens> K=<topk> ...", "warm-inputs"). */
 int idxb_translate_case(bench_ctx_t *ctx, const char *op, const char *name);
-int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name);
+/* Decode SWA cases; T from the case name ("T=<tokens> W=128 P=64"). */
+int idxb_decode_swa_case(bench_ctx_t *ctx, const char *op, const char *name);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * Benchmark cases of the indices family, decode side: the top-k translation (dense and
- * packed) and the decode SWA lists. Decode-shaped inputs: one token per request, contexts
- * of 1K-64K tokens, max_model_len 128K; compressed cache at ratio 4 with 64-token blocks
- * (P = 16, 2048 pages per table row); SWA cache with 64-slot pages.
+ * packed) and the decode SWA lists. Decode-shaped inputs (model_cases.h): one token per
+ * request, contexts of 1K-64K tokens, max_model_len 128K; compressed cache at ratio 4 with
+ * 64-token blocks (P = 16, 2048 pages per table row); SWA cache with 64-slot pages.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -11,7 +11,13 @@
 #include "bench.h"
 #include "indices_bench.h"
 
-enum { TT_P = 16, TT_WIDTH = 131072 / 4 / TT_P, DSW_P = 64, DSW_WIDTH = 131072 / DSW_P };
+enum {
+    TT_P = MC_BLOCK_TOKENS / MC_RATIO,
+    TT_WIDTH = MC_MAX_MODEL_LEN / MC_RATIO / TT_P,
+    DSW_P = MC_V4_PAGE_TOKENS,
+    DSW_WIDTH = MC_MAX_MODEL_LEN / DSW_P,
+    DSW_W = MC_WINDOW
+};
 
 typedef struct {
     dsv4_topk_translate_desc_t d;
@@ -36,7 +42,7 @@ static void tt_make(tt_state_t *s, int64_t T, int64_t K) {
     s->table = malloc((size_t)(T * TT_WIDTH) * 4);
     for (int64_t i = 0; i < T * TT_WIDTH; ++i) s->table[i] = (int32_t)idxb_range(&seed, 0, (1 << 20) - 1);
     for (int64_t t = 0; t < T; ++t) {
-        const int64_t n = idxb_range(&seed, 1024, 65536) / 4, len = n < K ? n : K;
+        const int64_t n = idxb_range(&seed, MC_DECODE_CTX_MIN, MC_DECODE_CTX_MAX) / MC_RATIO, len = n < K ? n : K;
         int64_t lo = INT64_MAX, hi = -1;
         s->t2r[t] = (int32_t)t;
         s->valid[t] = 1;
@@ -200,8 +206,8 @@ static int tt_run(bench_ctx_t *ctx, const char *op, const char *name, int64_t T,
     if (st == DSV4_STATUS_SUCCESS) {
         char shape[240];
         snprintf(shape, sizeof shape,
-                 "K=%lld P=%d block_table_width=%d ctx=1K-64K r=4 one token per request %s rotations=%d", (long long)K,
-                 TT_P, TT_WIDTH, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
+                 "K=%lld P=%d block_table_width=%d ctx=1K-64K r=%d one token per request %s rotations=%d", (long long)K,
+                 TT_P, TT_WIDTH, MC_RATIO, idxb_timing_name(packed ? IDXB_COLD : warm), nrot);
         /* Dense: K int32 per row out; packed: the valid entries, lens and indptr. Reads:
          * the top-k rows (twice for packed: count, then pack) and the table pages spanned. */
         const double out_b = packed ? 4.0 * (double)(s.valid_total + 2 * T + 1) : 4.0 * (double)(T * K + T);
@@ -230,17 +236,18 @@ typedef struct {
 static void dsw_make(dsw_state_t *s, int64_t T) {
     uint64_t seed = 0x5A1DEu + (uint64_t)T;
     memset(s, 0, sizeof *s);
-    dsv4_decode_swa_indices_desc_t d = {T, T, 128, DSW_P, DSW_WIDTH, 0, 0};
+    dsv4_decode_swa_indices_desc_t d = {T, T, DSW_W, DSW_P, DSW_WIDTH, 0, 0};
     s->d = d;
     int32_t *t2r = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4), *tab = malloc((size_t)(T * DSW_WIDTH) * 4);
     uint8_t *valid = malloc((size_t)T);
     for (int64_t i = 0; i < T * DSW_WIDTH; ++i) tab[i] = (int32_t)idxb_range(&seed, 0, (1 << 20) - 1);
     for (int64_t t = 0; t < T; ++t) {
         t2r[t] = (int32_t)t;
-        pos[t] = (int32_t)(idxb_range(&seed, 0, 9) == 0 ? idxb_range(&seed, 0, 127) : idxb_range(&seed, 128, 131071));
+        pos[t] = (int32_t)(idxb_range(&seed, 0, 9) == 0 ? idxb_range(&seed, 0, DSW_W - 1)
+                                                        : idxb_range(&seed, DSW_W, MC_MAX_MODEL_LEN - 1));
         valid[t] = 1;
     }
-    dsv4_decode_swa_indices_args_t h = {t2r, pos, valid, tab, malloc((size_t)(T * 128) * 4), malloc((size_t)T * 4)};
+    dsv4_decode_swa_indices_args_t h = {t2r, pos, valid, tab, malloc((size_t)(T * DSW_W) * 4), malloc((size_t)T * 4)};
     s->h = h;
 }
 
@@ -263,7 +270,7 @@ static void dsw_cpu(void *state) {
 
 /* The window's entries must map back to consecutive positions ending at pos. */
 static int dsw_invariants(const dsw_state_t *s) {
-    const int64_t W = 128;
+    const int64_t W = DSW_W;
     for (int64_t t = 0; t < s->d.num_tokens; ++t) {
         const int64_t pos = s->h.positions[t], len = pos + 1 < W ? pos + 1 : W;
         const int32_t *row = s->h.swa_indices + t * W;
@@ -279,8 +286,13 @@ static int dsw_invariants(const dsw_state_t *s) {
     return 1;
 }
 
-int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
-    const int64_t T = ctx->have_gpu ? 2048 : 256;
+int idxb_decode_swa_case(bench_ctx_t *ctx, const char *op, const char *name) {
+    long long T_gpu = 0, W = 0, P = 0;
+    if (sscanf(name, "T=%lld W=%lld P=%lld", &T_gpu, &W, &P) < 3 || T_gpu < 1 || W != DSW_W || P != DSW_P) {
+        printf("%s %s: the case name must read \"T=<tokens> W=%d P=%d\" (model_cases.h)\n", op, name, DSW_W, DSW_P);
+        return 1;
+    }
+    const int64_t T = ctx->have_gpu ? T_gpu : 256;
     dsw_state_t s;
     dsw_make(&s, T);
     int ok = dsv4_decode_swa_indices_ref(&s.d, &s.h) == DSV4_STATUS_SUCCESS;
@@ -289,7 +301,7 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
         ok = ok && dsw_invariants(&s);
         bench_time_cpu(dsw_cpu, &s, 5, &tm);
         char ran[64];
-        snprintf(ran, sizeof ran, "T=%lld W=128 P=%d", (long long)T, DSW_P);
+        snprintf(ran, sizeof ran, "T=%lld W=%d P=%d", (long long)T, DSW_W, DSW_P);
         bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");
         dsw_free(&s);
         return !ok;
@@ -298,25 +310,27 @@ int idxb_decode_swa_2048(bench_ctx_t *ctx, const char *op, const char *name) {
                                           idxb_upload(s.h.positions, (size_t)T * 4),
                                           idxb_upload(s.h.is_valid_token, (size_t)T),
                                           idxb_upload(s.h.block_table, (size_t)(T * DSW_WIDTH) * 4),
-                                          bench_dev_alloc((size_t)(T * 128) * 4),
+                                          bench_dev_alloc((size_t)(T * DSW_W) * 4),
                                           bench_dev_alloc((size_t)T * 4)};
     s.dev = dev;
     const char *check = "skipped";
     if (ctx->check) {
-        int32_t *got = malloc((size_t)(T * 128) * 4), *gl = malloc((size_t)T * 4);
+        int32_t *got = malloc((size_t)(T * DSW_W) * 4), *gl = malloc((size_t)T * 4);
         ok = ok && !bench_run_once(ctx, dsw_launch, &s) &&
-             !bench_download(got, dev.swa_indices, (size_t)(T * 128) * 4) &&
+             !bench_download(got, dev.swa_indices, (size_t)(T * DSW_W) * 4) &&
              !bench_download(gl, dev.swa_lens, (size_t)T * 4) &&
-             idxb_same("swa_indices", got, s.h.swa_indices, (size_t)(T * 128)) &&
+             idxb_same("swa_indices", got, s.h.swa_indices, (size_t)(T * DSW_W)) &&
              idxb_same("swa_lens", gl, s.h.swa_lens, (size_t)T);
         check = ok ? "pass" : "fail";
         free(got);
         free(gl);
     }
     if (bench_time(ctx, dsw_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
-        const double writes = 4.0 * (double)(T * 128 + T);
-        idxb_report(ctx, op, name, "W=128 P=64 block_table_width=2048 one token per request", &tm,
-                    writes + 12.0 * (double)T + 4.0 * 3 * (double)T, writes, BENCH_CEIL_LAUNCH, check);
+        const double writes = 4.0 * (double)(T * DSW_W + T);
+        char shape[96];
+        snprintf(shape, sizeof shape, "W=%d P=%d block_table_width=%d one token per request", DSW_W, DSW_P, DSW_WIDTH);
+        idxb_report(ctx, op, name, shape, &tm, writes + 12.0 * (double)T + 4.0 * 3 * (double)T, writes,
+                    BENCH_CEIL_LAUNCH, check);
     } else {
         printf("%s %s: %s\n", op, name, dsv4_last_error());
         ok = 0;

@@ -20,6 +20,10 @@
  * With --check each case first compares one run with the CPU reference: every token up
  * to T = 64, else 16 sampled tokens (the config says which). Without a GPU each case runs
  * the CPU reference on a small model-shaped input (H = 5120, T <= 4) and checks it.
+ *
+ * Case names read "T=<tokens> H=<hidden> ..."; T and H must be a model shape of
+ * tests/harness/model_cases.h (the seam and op rows: mc_mhc_seam_T; the route rows:
+ * mc_mhc_route_T; H: MC_MHC_HIDDEN).
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +32,7 @@
 
 #include "bench.h"
 #include "dsv4/numerics.h"
-
-#define H_BENCH 5120
+#include "model_cases.h"
 
 /* ---- inputs -------------------------------------------------------------------------------- */
 static uint64_t rng_next(uint64_t *s) {
@@ -259,7 +262,7 @@ static void cpu_seam_run(void *state) {
 }
 
 static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route) {
-    const int64_t n = T < 4 ? T : 4, H = H_BENCH;
+    const int64_t n = T < 4 ? T : 4, H = MC_MHC_HIDDEN;
     host_in_t h;
     host_in_make(&h, n, H, 0x5EA4 + (uint64_t)T);
     uint16_t *R = malloc((size_t)(n * 4 * H) * 2), *R2 = malloc((size_t)(n * 4 * H) * 2);
@@ -296,7 +299,7 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
 
 static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route, int warm, int presplit) {
     if (!ctx->have_gpu) return seam_case_cpu(ctx, op, name, T, route);
-    const int64_t H = H_BENCH;
+    const int64_t H = MC_MHC_HIDDEN;
     host_in_t h;
     host_in_make(&h, T, H, 0x5EA4 + (uint64_t)T);
     seam_state_t s;
@@ -311,9 +314,10 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
     if (!bad && (warm ? bench_time_warm : bench_time)(ctx, seam_launch, &s, &tm) == DSV4_STATUS_SUCCESS) {
         dsv4_mhc_plan_t pl;
         dsv4_mhc_plan(T, H, 0, route, &pl);
-        snprintf(config, sizeof config, "H=%d route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB fn=%s; %s", H_BENCH,
-                 pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits, (int)pl.tokens_per_cta,
-                 (long long)pl.ctas, pl.workspace_bytes, presplit ? "pre-split" : "split per call", note);
+        snprintf(config, sizeof config, "H=%lld route=%s S=%d tokens_per_cta=%d ctas=%lld ws=%zuB fn=%s; %s",
+                 (long long)H, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", (int)pl.splits,
+                 (int)pl.tokens_per_cta, (long long)pl.ctas, pl.workspace_bytes,
+                 presplit ? "pre-split" : "split per call", note);
         const double bytes = 20.0 * H * T, flops = 2.0 * 24 * 4 * H * T;
         bench_report(ctx, op, name, config, &tm, bytes, flops, T >= 512 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, check);
     } else {
@@ -325,38 +329,33 @@ static int seam_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t
     return bad;
 }
 
-/* warm = 1: inputs left in L2 by the previous rep (bench_time_warm), as in a decode step
- * where x comes straight from the sublayer; the main rows flush L2 first. presplit = 0:
- * fn_split = NULL (the per-call fn split on the tensor-core route). */
-#define SEAM_CASE(fn, T, route, warm, presplit)                                                                        \
-    static int fn(bench_ctx_t *ctx, const char *op, const char *name) {                                                \
-        return seam_case(ctx, op, name, T, route, warm, presplit);                                                     \
+/* A row's T from its name ("T=<tokens> H=<hidden> ..."), which must be a model shape: H the
+ * V4.1 hidden size and T one of `list` (model_cases.h). 0 when it is. */
+static int model_shape(const char *op, const char *name, const int64_t *list, int n, int64_t *T) {
+    long long t = 0, h = 0;
+    if (sscanf(name, "T=%lld H=%lld", &t, &h) == 2 && h == MC_MHC_HIDDEN && mc_listed(t, list, n)) {
+        *T = t;
+        return 0;
     }
-SEAM_CASE(seam_t1, 1, 0, 0, 1)
-SEAM_CASE(seam_t6, 6, 0, 0, 1)
-SEAM_CASE(seam_t12, 12, 0, 0, 1)
-SEAM_CASE(seam_t16, 16, 0, 0, 1)
-SEAM_CASE(seam_t64, 64, 0, 0, 1)
-SEAM_CASE(seam_t512, 512, 0, 0, 1)
-SEAM_CASE(seam_t512_split_per_call, 512, 0, 0, 0)
-SEAM_CASE(seam_t2048, 2048, 0, 0, 1)
-SEAM_CASE(seam_t8192, 8192, 0, 0, 1)
-SEAM_CASE(seam_t6_warm, 6, 0, 1, 1)
-SEAM_CASE(seam_t12_warm, 12, 0, 1, 1)
-SEAM_CASE(route_small_t6, 6, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t6, 6, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t12, 12, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t12, 12, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t16, 16, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t16, 16, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t24, 24, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t24, 24, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t32, 32, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t32, 32, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t48, 48, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t48, 48, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
-SEAM_CASE(route_small_t64, 64, DSV4_MHC_ROUTE_SMALL_T, 0, 1)
-SEAM_CASE(route_tc_t64, 64, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 1)
+    printf("%s %s: not a model shape (model_cases.h)\n", op, name);
+    return 1;
+}
+
+/* The seam rows: T and H, then route=small-t or route=tensor-core (forced; else auto),
+ * warm-l2 (inputs left in L2 by the previous rep, bench_time_warm, as in a decode step where
+ * x comes straight from the sublayer; the other rows flush L2 first) and split-per-call
+ * (fn_split = NULL: the per-call fn split on the tensor-core route). */
+static int seam_named(bench_ctx_t *ctx, const char *op, const char *name) {
+    const int sweep = !strcmp(op, "mhc_seam_route");
+    int64_t T = 0;
+    if (model_shape(op, name, sweep ? mc_mhc_route_T : mc_mhc_seam_T,
+                    sweep ? MC_COUNT(mc_mhc_route_T) : MC_COUNT(mc_mhc_seam_T), &T))
+        return 1;
+    const int route = strstr(name, "route=small-t")       ? DSV4_MHC_ROUTE_SMALL_T
+                      : strstr(name, "route=tensor-core") ? DSV4_MHC_ROUTE_TENSOR_CORE
+                                                          : DSV4_MHC_ROUTE_AUTO;
+    return seam_case(ctx, op, name, T, route, strstr(name, "warm-l2") != NULL, strstr(name, "split-per-call") == NULL);
+}
 
 /* ---- standalone ops at T = 8192 ------------------------------------------------------------- */
 typedef struct {
@@ -387,7 +386,9 @@ static void op_cpu_run(void *state) {
 }
 
 static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which) {
-    const int64_t H = H_BENCH, T = ctx->have_gpu ? 8192 : 4;
+    int64_t T_gpu = 0;
+    if (model_shape(op, name, mc_mhc_seam_T, MC_COUNT(mc_mhc_seam_T), &T_gpu)) return 1;
+    const int64_t H = MC_MHC_HIDDEN, T = ctx->have_gpu ? T_gpu : 4;
     host_in_t h;
     host_in_make(&h, T, H, 0x0B5 + (uint64_t)which);
     seam_state_t bufs; /* reuse the seam's device buffers: same tensors */
@@ -462,10 +463,10 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
         free(R_out), free(out), free(sq), free(gpost), free(gcomb), free(gpre);
     } else {
         if (!bad && bench_time(ctx, op_launch, &o, &tm) == DSV4_STATUS_SUCCESS) {
-            bench_report(ctx, op, name,
-                         which == 2 ? "H=5120 T=8192 fn=pre-split (timing only; the tests check these ops)"
-                                    : "H=5120 T=8192 (timing only; the tests check these ops)",
-                         &tm, bytes, flops, BENCH_CEIL_COPY, "skipped");
+            char config[128];
+            snprintf(config, sizeof config, "H=%lld T=%lld%s (timing only; the tests check these ops)", (long long)H,
+                     (long long)T, which == 2 ? " fn=pre-split" : "");
+            bench_report(ctx, op, name, config, &tm, bytes, flops, BENCH_CEIL_COPY, "skipped");
         } else {
             printf("%-16s %-34s FAILED: %s\n", op, name, dsv4_last_error());
             bad = 1;
@@ -481,31 +482,31 @@ static int collapse_case(bench_ctx_t *c, const char *op, const char *n) { return
 static int gates_case(bench_ctx_t *c, const char *op, const char *n) { return op_case(c, op, n, 2); }
 
 const bench_case_t bench_mhc_cases[] = {
-    {"mhc_seam_v41", "T=1 H=5120", seam_t1},
-    {"mhc_seam_v41", "T=6 H=5120", seam_t6},
-    {"mhc_seam_v41", "T=12 H=5120", seam_t12},
-    {"mhc_seam_v41", "T=16 H=5120", seam_t16},
-    {"mhc_seam_v41", "T=64 H=5120", seam_t64},
-    {"mhc_seam_v41", "T=512 H=5120", seam_t512},
-    {"mhc_seam_v41", "T=512 H=5120 split-per-call", seam_t512_split_per_call},
-    {"mhc_seam_v41", "T=2048 H=5120", seam_t2048},
-    {"mhc_seam_v41", "T=8192 H=5120", seam_t8192},
-    {"mhc_seam_v41", "T=6 H=5120 warm-l2", seam_t6_warm},
-    {"mhc_seam_v41", "T=12 H=5120 warm-l2", seam_t12_warm},
-    {"mhc_seam_route", "T=6 H=5120 route=small-t", route_small_t6},
-    {"mhc_seam_route", "T=6 H=5120 route=tensor-core", route_tc_t6},
-    {"mhc_seam_route", "T=12 H=5120 route=small-t", route_small_t12},
-    {"mhc_seam_route", "T=12 H=5120 route=tensor-core", route_tc_t12},
-    {"mhc_seam_route", "T=16 H=5120 route=small-t", route_small_t16},
-    {"mhc_seam_route", "T=16 H=5120 route=tensor-core", route_tc_t16},
-    {"mhc_seam_route", "T=24 H=5120 route=small-t", route_small_t24},
-    {"mhc_seam_route", "T=24 H=5120 route=tensor-core", route_tc_t24},
-    {"mhc_seam_route", "T=32 H=5120 route=small-t", route_small_t32},
-    {"mhc_seam_route", "T=32 H=5120 route=tensor-core", route_tc_t32},
-    {"mhc_seam_route", "T=48 H=5120 route=small-t", route_small_t48},
-    {"mhc_seam_route", "T=48 H=5120 route=tensor-core", route_tc_t48},
-    {"mhc_seam_route", "T=64 H=5120 route=small-t", route_small_t64},
-    {"mhc_seam_route", "T=64 H=5120 route=tensor-core", route_tc_t64},
+    {"mhc_seam_v41", "T=1 H=5120", seam_named},
+    {"mhc_seam_v41", "T=6 H=5120", seam_named},
+    {"mhc_seam_v41", "T=12 H=5120", seam_named},
+    {"mhc_seam_v41", "T=16 H=5120", seam_named},
+    {"mhc_seam_v41", "T=64 H=5120", seam_named},
+    {"mhc_seam_v41", "T=512 H=5120", seam_named},
+    {"mhc_seam_v41", "T=512 H=5120 split-per-call", seam_named},
+    {"mhc_seam_v41", "T=2048 H=5120", seam_named},
+    {"mhc_seam_v41", "T=8192 H=5120", seam_named},
+    {"mhc_seam_v41", "T=6 H=5120 warm-l2", seam_named},
+    {"mhc_seam_v41", "T=12 H=5120 warm-l2", seam_named},
+    {"mhc_seam_route", "T=6 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=6 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=12 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=12 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=16 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=16 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=24 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=24 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=32 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=32 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=48 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=48 H=5120 route=tensor-core", seam_named},
+    {"mhc_seam_route", "T=64 H=5120 route=small-t", seam_named},
+    {"mhc_seam_route", "T=64 H=5120 route=tensor-core", seam_named},
     {"mhc_post_sqrsum", "T=8192 H=5120", post_sqrsum_case},
     {"mhc_collapse", "T=8192 H=5120 norm", collapse_case},
     {"mhc_gates", "T=8192 H=5120", gates_case},

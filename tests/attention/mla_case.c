@@ -52,7 +52,7 @@ void mla_make_list(th_rng_t *r, int T, int width, int64_t valid, int lens_mode, 
 }
 
 void mla_make_chunk_list(th_rng_t *r, int T, int width, int64_t kv_rows, int32_t *ids, int32_t *lens) {
-    enum { REQ = 4, WIN = 128 };
+    enum { REQ = MC_CHUNK_REQS, WIN = MC_WINDOW };
     const int per_req = (T + REQ - 1) / REQ, slab = (int)(kv_rows / REQ), comp = slab - per_req - WIN;
     if (width <= WIN || comp < width - WIN) { /* a mistake in the test table */
         printf("mla_make_chunk_list: width %d needs kv_rows >= 4 * (T/4 + width), got %lld\n", width,
@@ -141,6 +141,23 @@ static uint8_t *make_cache(th_rng_t *r, int64_t P, int64_t pages, int64_t stride
             for (int d = 0; d < 512; ++d)
                 if (fabs(row[d]) > *max_abs) *max_abs = fabs(row[d]);
         }
+    return c;
+}
+
+mla_decode_case_t mla_decode_model_case(int T, int H, int main_pages, int extra_pages, int lens_mode, int sink_mode,
+                                        int dups) {
+    const mla_decode_case_t c = {.T = T,
+                                 .H = H,
+                                 .main_width = MC_WINDOW,
+                                 .main_P = MC_SWA_PAGE_TOKENS,
+                                 .main_pages = main_pages,
+                                 .extra_width = MC_TOPK,
+                                 .extra_P = MC_V4_PAGE_TOKENS,
+                                 .extra_pages = extra_pages,
+                                 .lens_mode = lens_mode,
+                                 .sink_mode = sink_mode,
+                                 .q_scale = 1.0,
+                                 .dups = dups};
     return c;
 }
 

@@ -11,6 +11,7 @@
 
 #include "dsv4/attention.h"
 #include "harness.h"
+#include "model_cases.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +46,11 @@ typedef struct {
     double max_abs_k; /* max |K| over every slot of both caches (NaN lanes read as 0) */
 } mla_decode_data_t;
 
+/* A case over the model's caches and lists (model_cases.h): MC_WINDOW ids into SWA pages of
+ * MC_SWA_PAGE_TOKENS slots and MC_TOPK ids into compressed pages of MC_V4_PAGE_TOKENS; q at
+ * scale 1, no NaN lanes, no page padding. */
+mla_decode_case_t mla_decode_model_case(int T, int H, int main_pages, int extra_pages, int lens_mode, int sink_mode,
+                                        int dups);
 void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t *d);
 void mla_decode_free(mla_decode_data_t *d);
 /* Host args pointing into d (out / ref pointers left NULL). */

@@ -218,14 +218,14 @@ static dsv4_sparse_mla_decode_desc_t plan_desc(int T, int H, int main_w, int ext
     d.num_tokens = T;
     d.num_heads = H;
     d.main.width = main_w;
-    d.main.cache.page_tokens = 32;
-    d.main.cache.page_stride_bytes = 19008;
+    d.main.cache.page_tokens = MC_SWA_PAGE_TOKENS;
+    d.main.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS);
     d.main.cache.num_pages = 100;
     if (extra_w) {
         d.has_extra = 1;
         d.extra.width = extra_w;
-        d.extra.cache.page_tokens = 64;
-        d.extra.cache.page_stride_bytes = 37440;
+        d.extra.cache.page_tokens = MC_V4_PAGE_TOKENS;
+        d.extra.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS);
         d.extra.cache.num_pages = 2048;
     }
     d.sm_count = 132;

@@ -265,10 +265,11 @@ void test_gpu_decode_direct_equals_merge(th_ctx_t *t) {
 
 /* T = 1 (latency shape) and T = 384 (64 requests x 6 with speculative tokens), sampled. */
 void test_gpu_decode_large_t(th_ctx_t *t) {
-    const mla_decode_case_t c1 = {1, 64, 128, 32, 64, 512, 64, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 0, 0, 0};
+    const mla_decode_case_t c1 = mla_decode_model_case(1, MC_HEADS_TP1, 64, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
     const run_opts_t auto_opts[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0}};
     decode_case(t, &c1, auto_opts, 1, 0);
-    const mla_decode_case_t c2 = {384, 64, 128, 32, 64, 512, 64, 512, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1, 0, 0};
+    const mla_decode_case_t c2 =
+        mla_decode_model_case(MC_DECODE_T_MAX, MC_HEADS_TP1, 64, 512, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1);
     const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0},
                                {DSV4_MLA_CONFIG_H16W4, 0, 0},
                                {DSV4_MLA_CONFIG_AUTO, 2, 0},
@@ -367,10 +368,10 @@ void test_gpu_prefill_random(th_ctx_t *t) {
  * bf16 can promise that bound there (docs/attention.md, "Numerics"). */
 void test_gpu_prefill_unit_scale(th_ctx_t *t) {
     const mla_prefill_case_t wide[] = {
-        {32, 64, 640, 4096, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
-        {16, 32, 1152, 4096, MLA_LENS_FULL, MLA_SINK_NONE, 1.0, 1.0, 0, 0},
+        {32, MC_HEADS_TP1, MC_MLA_WIDTH, 4096, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
+        {16, MC_HEADS_TP2, MC_MLA_WIDTH_PRO, 4096, MLA_LENS_FULL, MLA_SINK_NONE, 1.0, 1.0, 0, 0},
     };
-    const mla_prefill_case_t swa_only = {16, 16, 128, 256, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    const mla_prefill_case_t swa_only = {16, MC_HEADS_TP4, MC_WINDOW, 256, MLA_LENS_FULL, MLA_SINK_FINITE, 1, 1, 0, 0};
     mla_abs_err_t worst = {0, 0}, worst_swa = {0, 0};
     for (int i = 0; i < TH_COUNT(wide); ++i)
         prefill_case(t, &wide[i], prefill_configs, TH_COUNT(prefill_configs), 0, &worst);
@@ -440,25 +441,27 @@ void test_gpu_prefill_out_strides(th_ctx_t *t) {
 }
 
 void test_gpu_prefill_large_t(th_ctx_t *t) {
-    const mla_prefill_case_t c1 = {8192, 32, 640, 9000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0};
+    const mla_prefill_case_t c[2] = {
+        {MC_CHUNK_T_MAX, MC_HEADS_TP2, MC_MLA_WIDTH, 9000, MLA_LENS_RANDOM, MLA_SINK_FINITE, 1.0, 1.0, 1, 0},
+        {MC_CHUNK_T, MC_HEADS_TP1, MC_MLA_WIDTH_PRO, 6000, MLA_LENS_FULL, MLA_SINK_MIXED, 1.0, 1.0, 0, 0},
+    };
     const int cfg_auto[] = {DSV4_MLA_CONFIG_AUTO, DSV4_MLA_CONFIG_H32W8};
-    prefill_case(t, &c1, cfg_auto, 2, 16, NULL);
-    const mla_prefill_case_t c2 = {1536, 64, 1152, 6000, MLA_LENS_FULL, MLA_SINK_MIXED, 1.0, 1.0, 0, 0};
-    prefill_case(t, &c2, cfg_auto, 1, 12, NULL);
+    prefill_case(t, &c[0], cfg_auto, 2, 16, NULL);
+    prefill_case(t, &c[1], cfg_auto, 1, 12, NULL);
 }
 
-/* The benchmark's shapes (bench/attention.c), which the random cases above do not
- * reach: a prefill chunk of 4 requests whose tokens share window rows, at H = 64 with
+/* The benchmark's model shapes (model_cases.h), which the random cases above do not
+ * reach: a prefill chunk of 4 requests whose tokens share window rows, at H = 64 and 32 with
  * widths 640 and 1152 (every config), and decode at T = 64, H = 64 over a 32K-slot
  * compressed cache with one split (the direct write of h16w4 and h32w4) and with the
  * auto split. Sampled tokens keep the fp64 reference short. */
 void test_gpu_model_shapes(th_ctx_t *t) {
     const mla_prefill_case_t pc[] = {
-        {1536, 64, 640, 4 * 2048, MLA_LENS_CHUNK, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
-        {1024, 32, 1152, 4 * 2048, MLA_LENS_CHUNK, MLA_SINK_MIXED, 1.0, 1.0, 0, 0},
+        {MC_CHUNK_T, MC_HEADS_TP1, MC_MLA_WIDTH, MC_CHUNK_REQS * 2048, MLA_LENS_CHUNK, MLA_SINK_FINITE, 1.0, 1.0, 0, 0},
+        {1024, MC_HEADS_TP2, MC_MLA_WIDTH_PRO, MC_CHUNK_REQS * 2048, MLA_LENS_CHUNK, MLA_SINK_MIXED, 1.0, 1.0, 0, 0},
     };
     for (int i = 0; i < TH_COUNT(pc); ++i) prefill_case(t, &pc[i], prefill_configs, TH_COUNT(prefill_configs), 8, NULL);
-    const mla_decode_case_t dc = {64, 64, 128, 32, 320, 512, 64, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 0, 0, 0};
+    const mla_decode_case_t dc = mla_decode_model_case(64, MC_HEADS_TP1, 320, 512, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
     const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0},  {DSV4_MLA_CONFIG_H16W4, 1, 0},
                                {DSV4_MLA_CONFIG_H32W4, 1, 0}, {DSV4_MLA_CONFIG_H32W4, 2, 0},
                                {DSV4_MLA_CONFIG_H32W8, 1, 0}, {DSV4_MLA_CONFIG_WS32, 1, 0},

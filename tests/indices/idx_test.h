@@ -12,6 +12,7 @@
 
 #include "dsv4/indices.h"
 #include "harness.h"
+#include "model_cases.h"
 
 /* Outputs are poisoned with this byte: the int32 0xA5A5A5A5 is neither -1 nor a plausible
  * slot, so an element no one wrote stands out. */

@@ -197,14 +197,14 @@ static void cmb_check_case(th_ctx_t *t, const cmb_case_t *c, size_t in_off, size
  * at T = 1536 and 8192 over 4 requests with mixed prefixes; V4.1 always, V4 where r >= 1. */
 void test_combine_gpu_warmup(th_ctx_t *t) {
     static const int64_t shapes[][2] = {{1, 0}, {4, 512}, {4, 1024}, {128, 8192}, {0, 512}, {1, 512}, {2, 512}};
-    static const int64_t Ts[] = {1536, 8192};
     th_rng_t *r = th_rng(t);
     for (int i = 0; i < 7; ++i)
-        for (int k = 0; k < 2; ++k)
+        for (int k = 0; k < MC_COUNT(mc_chunk_T); ++k)
             for (int64_t mode = 0; mode < 2 && !th_failed(t); ++mode) {
                 if (mode == DSV4_COMBINE_V4 && shapes[i][0] == 0) continue;
                 cmb_case_t c;
-                cmb_case_make(r, &c, 4, Ts[k], shapes[i][0], shapes[i][1], 128, mode, 0, 300000);
+                cmb_case_make(r, &c, MC_CHUNK_REQS, mc_chunk_T[k], shapes[i][0], shapes[i][1], MC_WINDOW, mode, 0,
+                              300000);
                 cmb_check_case(t, &c, 0, 0);
                 cmb_case_free(&c);
             }

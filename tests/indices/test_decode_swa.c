@@ -74,15 +74,17 @@ static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, in
 }
 
 void test_decode_swa_gpu_random(th_ctx_t *t) {
+    /* the model's window, pages and block-table width (model_cases.h), 4096 requests */
+    dsw_case(t, 8192, 4096, MC_WINDOW, MC_V4_PAGE_TOKENS, MC_MAX_MODEL_LEN / MC_V4_PAGE_TOKENS, 0, 0);
     static const struct {
         int64_t T, R, W, P, width;
         int pad;
         size_t out_off;
     } shapes[] = {
-        {8192, 4096, 128, 64, 2048, 0, 0}, {1, 1, 128, 64, 4, 0, 0},     {777, 100, 128, 256, 40, 0, 0},
-        {500, 50, 128, 1, 300, 0, 0},      {500, 50, 128, 3, 100, 1, 0}, {300, 7, 4, 4, 9, 0, 0},
-        {300, 7, 5, 16, 9, 0, 0},          {300, 7, 100, 16, 9, 0, 4},   {128, 3, 128, 64, 16, 0, 4},
-        {0, 1, 128, 64, 4, 0, 0},          {64, 2, 300, 7, 200, 1, 0},
+        {1, 1, 128, 64, 4, 0, 0},     {777, 100, 128, 256, 40, 0, 0}, {500, 50, 128, 1, 300, 0, 0},
+        {500, 50, 128, 3, 100, 1, 0}, {300, 7, 4, 4, 9, 0, 0},        {300, 7, 5, 16, 9, 0, 0},
+        {300, 7, 100, 16, 9, 0, 4},   {128, 3, 128, 64, 16, 0, 4},    {0, 1, 128, 64, 4, 0, 0},
+        {64, 2, 300, 7, 200, 1, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !th_failed(t); ++i)
         dsw_case(t, shapes[i].T, shapes[i].R, shapes[i].W, shapes[i].P, shapes[i].width, shapes[i].pad,

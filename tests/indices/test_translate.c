@@ -257,12 +257,13 @@ void test_translate_packed_gpu(th_ctx_t *t) {
 /* Decode-shaped: T = 8192 tokens, one request per token or two (MTP), contexts of 1K-64K
  * tokens at ratio 4 with 64-token blocks (P = 16), rows 0 .. n_t-1 prefix-contract. */
 void tt_case_model(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t tokens_per_req) {
-    const int64_t bs = 16, ratio = 4, max_ctx = 65536, width = max_ctx / ratio / bs;
+    const int64_t ratio = MC_RATIO, bs = MC_BLOCK_TOKENS / ratio, max_ctx = MC_DECODE_CTX_MAX,
+                  width = max_ctx / ratio / bs;
     const int64_t R = (T + tokens_per_req - 1) / tokens_per_req;
     tt_case_make(r, c, T, K, R, width, bs, KIND_MIX, 0);
     for (int64_t i = 0; i < R * width; ++i) c->table[i] = (int32_t)th_rng_range(r, 0, 200000);
     for (int64_t t = 0; t < T; ++t) {
-        const int64_t ctx = th_rng_range(r, 1024, max_ctx), n = ctx / ratio;
+        const int64_t ctx = th_rng_range(r, MC_DECODE_CTX_MIN, max_ctx), n = ctx / ratio;
         c->t2r[t] = (int32_t)(t / tokens_per_req);
         c->valid[t] = 1;
         for (int64_t j = 0; j < K; ++j)

@@ -13,6 +13,7 @@
 
 #include "dsv4/dsv4.h"
 #include "harness.h"
+#include "model_cases.h"
 
 /* ---- tolerances ----------------------------------------------------------------------------- */
 /* Every bound an mhc test applies in more than one place, with its reason. Whatever is not

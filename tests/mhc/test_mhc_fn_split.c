@@ -173,11 +173,10 @@ void test_fn_split_ref(th_ctx_t *t) {
 
 /* ---- GPU: the kernel against the reference -------------------------------------------------- */
 void test_fn_split_gpu(th_ctx_t *t) {
-    static const int64_t Hs[3] = {4096, 5120, 7168};
     th_rng_t *r = th_rng(t);
     for (int hi = 0; hi < 3; ++hi)
         for (int bc = 0; bc < 2; ++bc) {
-            const int64_t H = Hs[hi], K = bc ? H : 4 * H;
+            const int64_t H = mc_mhc_hiddens[hi], K = bc ? H : 4 * H;
             char name[64];
             snprintf(name, sizeof name, "fn_split H=%lld broadcast=%d", (long long)H, bc);
             float *fn = malloc((size_t)(24 * K) * 4);
@@ -241,7 +240,7 @@ static void ws_split_check(th_ctx_t *t, const th_buf_t *ws, const uint16_t *spli
 }
 
 static void seam_with_split(th_ctx_t *t, int64_t T, int route) {
-    const int64_t H = 5120;
+    const int64_t H = MC_MHC_HIDDEN;
     mt_seam_in_t in;
     mt_seam_in_make(th_rng(t), &in, T, H, 0, 1, 1, 1);
     const dsv4_mhc_seam_desc_t desc = {T, H, DSV4_MHC_V41, route, mt_gate_params(0), 1e-20f, 0, 0, 0, 0, 0};
@@ -357,6 +356,6 @@ void test_fn_split_calls_gpu(th_ctx_t *t) {
     seam_with_split(t, 64, DSV4_MHC_ROUTE_TENSOR_CORE);
     seam_with_split(t, 512, DSV4_MHC_ROUTE_TENSOR_CORE);
     seam_with_split(t, 6, DSV4_MHC_ROUTE_AUTO); /* small-T: fn_split is ignored */
-    gates_with_split(t, 64, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE);
-    gates_with_split(t, 40, 7168, 1, DSV4_MHC_ROUTE_AUTO); /* broadcast: K = H */
+    gates_with_split(t, 64, MC_MHC_HIDDEN, 0, DSV4_MHC_ROUTE_TENSOR_CORE);
+    gates_with_split(t, 40, MC_MHC_HIDDEN_PRO, 1, DSV4_MHC_ROUTE_AUTO); /* broadcast: K = H */
 }

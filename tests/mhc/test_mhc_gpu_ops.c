@@ -13,7 +13,6 @@
 #include "mhc_test.h"
 #include "test_mhc.h"
 
-static const int64_t kHs[3] = {4096, 5120, 7168};
 static const int64_t kTs[9] = {1, 5, 6, 12, 15, 16, 17, 64, 512};
 
 /* ---- post ------------------------------------------------------------------------------------- */
@@ -70,13 +69,13 @@ static void gpu_post_case(th_ctx_t *t, int64_t T, int64_t H, int sq, int strided
 void test_post_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
-        for (int ti = 0; ti < 9; ++ti, ++i) gpu_post_case(t, kTs[ti], kHs[hi], i % 2, i % 5 == 3);
+        for (int ti = 0; ti < 9; ++ti, ++i) gpu_post_case(t, kTs[ti], mc_mhc_hiddens[hi], i % 2, i % 5 == 3);
 }
 
 void test_post_gpu_large(th_ctx_t *t) {
     for (int hi = 0; hi < 3; ++hi) {
-        gpu_post_case(t, 2048, kHs[hi], 1, 0);
-        gpu_post_case(t, 8192, kHs[hi], hi != 1, 0);
+        gpu_post_case(t, 2048, mc_mhc_hiddens[hi], 1, 0);
+        gpu_post_case(t, 8192, mc_mhc_hiddens[hi], hi != 1, 0);
     }
 }
 
@@ -125,15 +124,15 @@ void test_collapse_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
         for (int ti = 0; ti < 6; ++ti, ++i)
-            gpu_collapse_case(t, Ts[ti], kHs[hi], i % 3 == 2, i % 2, i % 4 != 3, i % 3 != 1, i % 5 == 1);
-    gpu_collapse_case(t, 2048, 5120, DSV4_MHC_V41, 1, 1, 1, 0); /* the final collapse at prefill size */
+            gpu_collapse_case(t, Ts[ti], mc_mhc_hiddens[hi], i % 3 == 2, i % 2, i % 4 != 3, i % 3 != 1, i % 5 == 1);
+    gpu_collapse_case(t, 2048, MC_MHC_HIDDEN, DSV4_MHC_V41, 1, 1, 1, 0); /* the final collapse at prefill size */
 }
 
 /* ---- fn_bcast ----------------------------------------------------------------------------------- */
 void test_fn_bcast_gpu(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     for (int hi = 0; hi < 3; ++hi) {
-        const int64_t H = kHs[hi];
+        const int64_t H = mc_mhc_hiddens[hi];
         float *fn = malloc((size_t)(96 * H) * 4), *want = malloc((size_t)(24 * H) * 4);
         mt_fill_fn(r, fn, 4 * H);
         th_buf_t dfn = mt_dev(fn, (size_t)(96 * H) * 4), dout = mt_dev(NULL, (size_t)(24 * H) * 4);
@@ -145,8 +144,9 @@ void test_fn_bcast_gpu(th_ctx_t *t) {
         float *got = mt_download(t, &dout, "fn_bcast");
         mt_dev_unchanged(t, "fn", &dfn, fn);
         TH_OK(t, dsv4_mhc_fn_bcast_ref(&d, &ha));
-        mt_cmp_f32_exact(t, H == 4096 ? "fn_bcast H=4096" : (H == 5120 ? "fn_bcast H=5120" : "fn_bcast H=7168"), got,
-                         want, 24, (int)H);
+        char name[32];
+        snprintf(name, sizeof name, "fn_bcast H=%lld", (long long)H);
+        mt_cmp_f32_exact(t, name, got, want, 24, (int)H);
         free(fn), free(want), free(got);
         th_buf_free(&dfn), th_buf_free(&dout);
     }

@@ -109,19 +109,19 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
 }
 
 void test_pre_gpu(th_ctx_t *t) {
-    gpu_pre_case(t, 1, 5120, DSV4_MHC_V41, 0, 1, 0);
-    gpu_pre_case(t, 12, 5120, DSV4_MHC_V41, 0, 0, 0);
-    gpu_pre_case(t, 16, 4096, DSV4_MHC_V41, 0, 1, 0);
-    gpu_pre_case(t, 200, 7168, DSV4_MHC_V41, 0, 1, 0);
-    gpu_pre_case(t, 6, 7168, DSV4_MHC_V4, 0, 0, 0);
-    gpu_pre_case(t, 64, 5120, DSV4_MHC_V4, 0, 0, 0);
-    gpu_pre_case(t, 1, 5120, DSV4_MHC_V41, 1, 0, 0);
-    gpu_pre_case(t, 12, 4096, DSV4_MHC_V41, 1, 0, 0);
-    gpu_pre_case(t, 17, 7168, DSV4_MHC_V41, 1, 0, 0);
-    gpu_pre_case(t, 300, 5120, DSV4_MHC_V41, 1, 0, 0);
-    gpu_pre_case(t, 5, 4096, DSV4_MHC_V4, 1, 0, 0);
-    gpu_pre_case(t, 100, 5120, DSV4_MHC_V4, 1, 0, DSV4_MHC_ROUTE_SMALL_T);
-    gpu_pre_case(t, 6, 5120, DSV4_MHC_V41, 1, 0, DSV4_MHC_ROUTE_TENSOR_CORE);
+    gpu_pre_case(t, 1, MC_MHC_HIDDEN, DSV4_MHC_V41, 0, 1, 0);
+    gpu_pre_case(t, 12, MC_MHC_HIDDEN, DSV4_MHC_V41, 0, 0, 0);
+    gpu_pre_case(t, 16, MC_MHC_HIDDEN_V4, DSV4_MHC_V41, 0, 1, 0);
+    gpu_pre_case(t, 200, MC_MHC_HIDDEN_PRO, DSV4_MHC_V41, 0, 1, 0);
+    gpu_pre_case(t, 6, MC_MHC_HIDDEN_PRO, DSV4_MHC_V4, 0, 0, 0);
+    gpu_pre_case(t, 64, MC_MHC_HIDDEN, DSV4_MHC_V4, 0, 0, 0);
+    gpu_pre_case(t, 1, MC_MHC_HIDDEN, DSV4_MHC_V41, 1, 0, 0);
+    gpu_pre_case(t, 12, MC_MHC_HIDDEN_V4, DSV4_MHC_V41, 1, 0, 0);
+    gpu_pre_case(t, 17, MC_MHC_HIDDEN_PRO, DSV4_MHC_V41, 1, 0, 0);
+    gpu_pre_case(t, 300, MC_MHC_HIDDEN, DSV4_MHC_V41, 1, 0, 0);
+    gpu_pre_case(t, 5, MC_MHC_HIDDEN_V4, DSV4_MHC_V4, 1, 0, 0);
+    gpu_pre_case(t, 100, MC_MHC_HIDDEN, DSV4_MHC_V4, 1, 0, DSV4_MHC_ROUTE_SMALL_T);
+    gpu_pre_case(t, 6, MC_MHC_HIDDEN, DSV4_MHC_V41, 1, 0, DSV4_MHC_ROUTE_TENSOR_CORE);
 }
 
 /* ---- gates ------------------------------------------------------------------------------------- */
@@ -193,18 +193,18 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
 }
 
 void test_gates_gpu(th_ctx_t *t) {
-    gpu_gates_case(t, 1, 4096, 0, 0, 0, 0);
-    gpu_gates_case(t, 6, 5120, 0, 0, 1, 1);
-    gpu_gates_case(t, 15, 7168, 0, 0, 0, 0);
-    gpu_gates_case(t, 16, 5120, 0, 0, 1, 0);
-    gpu_gates_case(t, 17, 4096, 0, 0, 0, 0);
-    gpu_gates_case(t, 100, 7168, 0, 0, 0, 1);
-    gpu_gates_case(t, 512, 5120, 0, 0, 1, 0);
-    gpu_gates_case(t, 6, 5120, 0, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 0);
-    gpu_gates_case(t, 20, 5120, 0, DSV4_MHC_ROUTE_SMALL_T, 0, 0);
+    gpu_gates_case(t, 1, MC_MHC_HIDDEN_V4, 0, 0, 0, 0);
+    gpu_gates_case(t, 6, MC_MHC_HIDDEN, 0, 0, 1, 1);
+    gpu_gates_case(t, 15, MC_MHC_HIDDEN_PRO, 0, 0, 0, 0);
+    gpu_gates_case(t, 16, MC_MHC_HIDDEN, 0, 0, 1, 0);
+    gpu_gates_case(t, 17, MC_MHC_HIDDEN_V4, 0, 0, 0, 0);
+    gpu_gates_case(t, 100, MC_MHC_HIDDEN_PRO, 0, 0, 0, 1);
+    gpu_gates_case(t, 512, MC_MHC_HIDDEN, 0, 0, 1, 0);
+    gpu_gates_case(t, 6, MC_MHC_HIDDEN, 0, DSV4_MHC_ROUTE_TENSOR_CORE, 0, 0);
+    gpu_gates_case(t, 20, MC_MHC_HIDDEN, 0, DSV4_MHC_ROUTE_SMALL_T, 0, 0);
     gpu_gates_case(t, 12, 1152, 0, 0, 0, 0); /* no small-T tiling: tensor-core */
-    gpu_gates_case(t, 3, 5120, 1, 0, 0, 0);
-    gpu_gates_case(t, 40, 7168, 1, 0, 0, 0);
+    gpu_gates_case(t, 3, MC_MHC_HIDDEN, 1, 0, 0, 0);
+    gpu_gates_case(t, 40, MC_MHC_HIDDEN_PRO, 1, 0, 0, 0);
     gpu_gates_case(t, 7, 1152, 1, 0, 1, 0);
 }
 

@@ -23,8 +23,6 @@
 #include "mhc_test.h"
 #include "test_mhc.h"
 
-static const int64_t kHs[3] = {4096, 5120, 7168};
-
 void dseam_make(dseam_t *d, const mt_seam_in_t *in, const dsv4_mhc_seam_desc_t *desc, int aux) {
     const int64_t T = in->T, H = in->H;
     memset(d, 0, sizeof *d);
@@ -212,8 +210,8 @@ void test_seam_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
         for (int ti = 0; ti < 9; ++ti, ++i) {
-            seam_case_t c = {Ts[ti],     kHs[hi],    DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, i % 2,
-                             i % 3 != 2, i % 4 == 1, (i / 2) % 2,  i % 5 == 3,          i % 7 == 0};
+            seam_case_t c = {Ts[ti],     mc_mhc_hiddens[hi], DSV4_MHC_V41, DSV4_MHC_ROUTE_AUTO, i % 2,
+                             i % 3 != 2, i % 4 == 1,         (i / 2) % 2,  i % 5 == 3,          i % 7 == 0};
             gpu_seam_case(t, &c, NULL, NULL);
         }
 }
@@ -223,8 +221,8 @@ void test_seam_v4_gpu(th_ctx_t *t) {
     int i = 0;
     for (int hi = 0; hi < 3; ++hi)
         for (int ti = 0; ti < 4; ++ti, ++i) {
-            seam_case_t c = {Ts[ti],     kHs[hi],    DSV4_MHC_V4, DSV4_MHC_ROUTE_AUTO, 0,
-                             i % 2 == 0, i % 3 == 0, 1,           i % 5 == 2,          i % 6 == 1};
+            seam_case_t c = {Ts[ti],     mc_mhc_hiddens[hi], DSV4_MHC_V4, DSV4_MHC_ROUTE_AUTO, 0,
+                             i % 2 == 0, i % 3 == 0,         1,           i % 5 == 2,          i % 6 == 1};
             gpu_seam_case(t, &c, NULL, NULL);
         }
 }
@@ -234,8 +232,10 @@ void test_seam_v4_gpu(th_ctx_t *t) {
  * force the small-T route past one wave of CTAs (626 and 1,168 at H = 5120 on 264 slots of
  * the H200), where its gate CTAs wait on producers dispatched waves earlier. */
 void test_seam_routes_gpu(th_ctx_t *t) {
-    static const int64_t cases[][2] = {{1, 5120},  {6, 5120},  {12, 5120}, {15, 5120}, {16, 5120},
-                                       {17, 5120}, {33, 5120}, {64, 5120}, {6, 4096},  {12, 7168}};
+    static const int64_t cases[][2] = {{1, MC_MHC_HIDDEN},     {6, MC_MHC_HIDDEN},  {12, MC_MHC_HIDDEN},
+                                       {15, MC_MHC_HIDDEN},    {16, MC_MHC_HIDDEN}, {17, MC_MHC_HIDDEN},
+                                       {33, MC_MHC_HIDDEN},    {64, MC_MHC_HIDDEN}, {6, MC_MHC_HIDDEN_V4},
+                                       {12, MC_MHC_HIDDEN_PRO}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const int64_t T = cases[k][0], H = cases[k][1];
         mt_seam_in_t in;
@@ -272,14 +272,14 @@ void test_seam_routes_gpu(th_ctx_t *t) {
 
 void test_seam_gpu_large(th_ctx_t *t) {
     for (int hi = 0; hi < 3; ++hi) {
-        seam_case_t c = {2048, kHs[hi], DSV4_MHC_V41, 0, 1, 1, hi == 1, 0, 0, 0};
+        seam_case_t c = {2048, mc_mhc_hiddens[hi], DSV4_MHC_V41, 0, 1, 1, hi == 1, 0, 0, 0};
         gpu_seam_case(t, &c, NULL, NULL);
         c.T = 8192;
         c.aux = 1;
         c.strided = hi == 2;
         gpu_seam_case(t, &c, NULL, NULL);
     }
-    seam_case_t immediate = {8192, 7168, DSV4_MHC_V4, 0, 0, 1, 0, 1, 0, 0};
+    seam_case_t immediate = {8192, MC_MHC_HIDDEN_PRO, DSV4_MHC_V4, 0, 0, 1, 0, 1, 0, 0};
     gpu_seam_case(t, &immediate, NULL, NULL);
 }
 
@@ -289,8 +289,8 @@ void test_seam_graph_gpu(th_ctx_t *t) {
     static const int64_t Ts[2] = {12, 64};
     for (int k = 0; k < 2; ++k) {
         mt_seam_in_t in;
-        mt_seam_in_make(th_rng(t), &in, Ts[k], 5120, 0, 1, 1, 0);
-        seam_case_t c = {Ts[k], 5120, DSV4_MHC_V41, 0, 1, 1, 1, 0, 0, 0};
+        mt_seam_in_make(th_rng(t), &in, Ts[k], MC_MHC_HIDDEN, 0, 1, 1, 0);
+        seam_case_t c = {Ts[k], MC_MHC_HIDDEN, DSV4_MHC_V41, 0, 1, 1, 1, 0, 0, 0};
         const dsv4_mhc_seam_desc_t desc = case_desc(&c, &in);
         dseam_t d;
         dseam_make(&d, &in, &desc, 1);
@@ -311,7 +311,7 @@ void test_seam_graph_gpu(th_ctx_t *t) {
         }
         th_stream_sync_destroy(t, s);
         dseam_download(t, &d, &replay);
-        const int64_t T = Ts[k], H = 5120;
+        const int64_t T = Ts[k], H = MC_MHC_HIDDEN;
         mt_cmp_bf16(t, "graph replay residual_out", replay.R_out, 4 * H, direct.R_out, 4 * H, T, NULL, 4, H, 0);
         mt_cmp_bf16(t, "graph replay layer_input", replay.li, H, direct.li, H, T, NULL, 1, H, 0);
         mt_cmp_bf16(t, "graph replay aux", replay.aux, H, direct.aux, H, T, NULL, 1, H, 0);

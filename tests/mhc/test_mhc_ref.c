@@ -14,7 +14,8 @@
 /* ---- the routing table and split geometry --------------------------------------------------- */
 void test_plan_routing(th_ctx_t *t) {
     static const int64_t Ts[] = {0, 1, 5, 6, 12, 15, 16, 17, 64, 512, 2048, 8192};
-    static const int64_t Hs[] = {4096, 5120, 7168, 1152};
+    /* the models' hidden sizes, and 1152 (no small-T tiling) */
+    static const int64_t Hs[] = {MC_MHC_HIDDEN_V4, MC_MHC_HIDDEN, MC_MHC_HIDDEN_PRO, 1152};
     for (size_t hi = 0; hi < 4; ++hi)
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ++ti)
             for (int bc = 0; bc < 2; ++bc) {
