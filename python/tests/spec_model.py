@@ -369,6 +369,20 @@ def gates_epilogue(mix, scale, base, pre_eps=1e-6, sk_eps=1e-6, post_mult=2.0, i
     return pre, post, C
 
 
+def check_gates(res, X, fn, scale, base, gate, sqrsum=None, what="gates"):
+    """mix within 1e-5 * rms * sum|X fn| of the float64 projection, pre/post/comb within 1e-5 of
+    the float64 epilogue fed the op's own mix; gate: the dsv4_mhc_gate_params_t fields."""
+    mix_want, bound = projection_model(X, fn, gate["rms_eps"], sqrsum)
+    mix = res["mix"]
+    assert (np.abs(mix - mix_want) <= 1e-5 * bound + 1e-30).all(), (
+        f"{what}: mix off by {np.abs(mix - mix_want).max():.3e} (bound {1e-5 * bound.min():.3e})")
+    pre, post, comb = gates_epilogue(mix, scale, base, gate["pre_eps"], gate["sinkhorn_eps"], gate["post_mult"],
+                                     gate["sinkhorn_iters"])
+    for name, want in (("pre", pre), ("post", post), ("comb", comb)):
+        err = np.abs(res[name].reshape(want.shape) - want).max()
+        assert err <= 1e-5, f"{what}: {name} off by {err:.3e} from the float64 epilogue (tolerance 1e-5)"
+
+
 def mhc_params(rng, H, K=None):
     """fn [24, K] ~ N(0, 1/K), scale [3] in [0.5, 1.5], base [24] ~ N(0, 0.25)."""
     K = K or 4 * H
