@@ -119,8 +119,9 @@ def test_kv_gather(be, rng, reqs, P, with_gather_lens, layout):
     else:
         ot, tt = be.put(out), be.put(table)
     c, kw, read = cache_view(be, cache, layout, P)
-    d.kv_gather(c, be.put(seq), tt, ot, page_tokens=P, offset=offset, gather_lens=None if glen is None else be.put(glen),
-                max_gather_len=int(seq.max()), **kw)
+    gl = None if glen is None else be.put(glen)
+    d.kv_gather(c, be.put(seq), tt, ot, page_tokens=P, offset=offset, gather_lens=gl, max_gather_len=int(seq.max()),
+                **kw)
     oracle.assert_bits(be.get(ot), want, f"kv_gather out ({layout})")
     oracle.assert_bits(read(), cache, "kv_gather cache (an input)")
     if layout == "padded":
