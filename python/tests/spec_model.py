@@ -1,11 +1,13 @@
-"""Independent numpy models of the operator contracts (include/dsv4/*.h), and the
-random model-shaped inputs the tests feed both them and the binding.
+"""Independent numpy models of the operator contracts (include/dsv4/*.h) where the C suites in
+tests/ leave a check to them (indices and attention on random input, the fp32 order of mHC post
+and collapse, the mHC gates of the GPU tests), and the random model-shaped inputs the tests feed
+both them and the binding.
 
-Written from the contracts, not from the C code: e4m3 encoding by nearest-value search over the 256
-codes, UE8M0 by the smallest power of two, fp32 fmaf as an exact float64 product + sum rounded
-once to float32 (exact for the magnitudes used here: the sum of a 32-bit product and a 24-bit
-addend spans < 53 bits unless their exponents are ~2^21 apart, and then a double rounding needs
-a tie, about 2^-29 per element), attention and gates in float64.
+Written from the contracts, not from the C code: e4m3 decoded from the code's fields, fp32 fmaf
+as an exact float64 product + sum rounded once to float32 (exact for the magnitudes used here:
+the sum of a 32-bit product and a 24-bit addend spans < 53 bits unless their exponents are ~2^21
+apart, and then a double rounding needs a tie, about 2^-29 per element), attention and gates in
+float64.
 """
 import numpy as np
 
@@ -40,28 +42,6 @@ def _e4m3_table():
 
 
 E4M3 = _e4m3_table()
-_POS = E4M3[:127]  # codes 0x00..0x7E: increasing non-negative values
-
-
-def e4m3_encode(v):
-    """Finite |v| <= 448 -> code: the nearest of the 127 magnitudes, ties to the even code."""
-    v = np.asarray(v, dtype=np.float64)
-    a = np.abs(v)
-    hi = np.clip(np.searchsorted(_POS, a), 1, 126)
-    lo = hi - 1
-    dlo, dhi = a - _POS[lo], _POS[hi] - a
-    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
-    code = np.where(a >= _POS[126], 126, code)
-    return (code | np.where(np.signbit(v), 0x80, 0)).astype(np.uint8)
-
-
-def ue8m0_encode(amax):
-    """Smallest e + 127 with 448 * 2^e >= max(amax, fp32(1e-4)), clamped to [0, 255]."""
-    a = np.maximum(np.asarray(amax, np.float64), float(np.float32(1e-4)))
-    e = np.ceil(np.log2(a / 448.0)).astype(np.int64)
-    e = np.where(448.0 * np.ldexp(1.0, e) < a, e + 1, e)
-    e = np.where(448.0 * np.ldexp(1.0, e - 1) >= a, e - 1, e)
-    return np.clip(e + 127, 0, 255).astype(np.uint8)
 
 
 def ue8m0_decode(enc):
@@ -75,38 +55,6 @@ def page_stride(P):
     return (P * RECORD + 575) // 576 * 576
 
 
-def quantize_row(row_bf16):
-    """One bf16 row [512] -> (codes [448] uint8, enc [7] uint8, rope bytes [128] uint8)."""
-    x = bf16_to_f32(row_bf16).astype(np.float64)
-    codes = np.zeros(NOPE, np.uint8)
-    enc = np.zeros(7, np.uint8)
-    for k in range(7):
-        blk = x[64 * k:64 * k + 64]
-        amax = np.max(np.abs(np.where(np.isnan(blk), 0, blk)))
-        enc[k] = ue8m0_encode(amax)
-        v = np.clip(blk * 2.0 ** (127 - int(enc[k])), -448, 448)
-        v = np.where(np.isnan(blk), 448.0, v)
-        codes[64 * k:64 * k + 64] = e4m3_encode(v)
-    rope = np.ascontiguousarray(row_bf16[NOPE:]).view(np.uint8)
-    return codes, enc, rope
-
-
-def insert_model(cache, k, slots, P):
-    """dsv4_kv_insert on a [pages, stride] byte copy of the cache."""
-    cache = cache.copy()
-    pages = cache.shape[0]
-    for t, slot in enumerate(slots):
-        if slot < 0 or slot >= pages * P:
-            continue
-        page, p = divmod(int(slot), P)
-        codes, enc, rope = quantize_row(k[t])
-        cache[page, p * DATA:p * DATA + NOPE] = codes
-        cache[page, p * DATA + NOPE:p * DATA + DATA] = rope
-        cache[page, P * DATA + p * 8:P * DATA + p * 8 + 7] = enc
-        cache[page, P * DATA + p * 8 + 7] = 0
-    return cache
-
-
 def dequant_slot(cache, P, slot):
     """The bf16 row [512] of one slot (pages x stride byte cache)."""
     page, p = divmod(int(slot), P)
@@ -116,26 +64,6 @@ def dequant_slot(cache, P, slot):
     with np.errstate(invalid="ignore", over="ignore"):
         nope = E4M3[codes].astype(np.float32) * np.repeat(ue8m0_decode(enc), 64)
     return np.concatenate([f32_to_bf16(nope), pg[p * DATA + NOPE:p * DATA + DATA].view(np.uint16)])
-
-
-def gather_model(out, cache, P, seq_lens, block_table, offset, gather_lens=None):
-    """dsv4_kv_gather: dequantize then index; unwritten rows keep their contents."""
-    out = out.copy()
-    R, M = len(seq_lens), out.shape[1]
-    pages, width = cache.shape[0], block_table.shape[1]
-    for b in range(R):
-        L = int(seq_lens[b])
-        G = int(gather_lens[b]) if gather_lens is not None else L
-        for i in range(max(G, 0)):
-            if offset + i >= M:
-                break
-            pos = L - G + i
-            page = int(block_table[b, pos // P]) if 0 <= pos and pos // P < width else -1
-            if page < 0 or page >= pages:
-                out[b, offset + i] = 0
-            else:
-                out[b, offset + i] = dequant_slot(cache, P, page * P + pos % P)
-    return out
 
 
 def random_cache(rng, pages, P, stride=None, scales=(115, 135)):
@@ -169,31 +97,6 @@ def rng_bf16(rng, shape, lo_exp=-4, hi_exp=4, zero_every=0):
 def rope_table(rng, max_pos):
     ang = rng.uniform(0, 2 * np.pi, size=(max_pos, 32))
     return np.concatenate([np.cos(ang), np.sin(ang)], axis=1).astype(np.float32)
-
-
-def rope_kv_row(row_bf16, cs):
-    """bf16(RoPE(kv)): NoPE dims unchanged, pairs (448+2i, 449+2i) rotated in fp32 with
-    y_a = fmaf(x_a, c, -(x_b*s)), y_b = fmaf(x_a, s, x_b*c)."""
-    x = bf16_to_f32(row_bf16)
-    xa, xb = x[NOPE::2], x[NOPE + 1::2]
-    c, s = cs[:32], cs[32:]
-    ya = fmaf(xa, c, -(xb * s))
-    yb = fmaf(xa, s, xb * c)
-    out = row_bf16.copy()
-    out[NOPE::2], out[NOPE + 1::2] = f32_to_bf16(ya), f32_to_bf16(yb)
-    return out
-
-
-def swa_q_model(q_bf16, cs_rows, eps):
-    """Q side of the SWA writer in float64 (the contract is <= 1 bf16 ulp): [N, H, 512] -> f64."""
-    x = bf16_to_f32(q_bf16).astype(np.float64)
-    rq = 1.0 / np.sqrt((x * x).sum(-1, keepdims=True) / 512 + eps)
-    y = x * rq
-    c, s = cs_rows[:, None, :32].astype(np.float64), cs_rows[:, None, 32:].astype(np.float64)
-    ya, yb = y[..., NOPE::2].copy(), y[..., NOPE + 1::2].copy()
-    y[..., NOPE::2] = ya * c - yb * s
-    y[..., NOPE + 1::2] = ya * s + yb * c
-    return y
 
 
 def assert_attention_close(got_bf16, ref64, maxk, what, nan_positions=False):
@@ -367,6 +270,20 @@ def gates_epilogue(mix, scale, base, pre_eps=1e-6, sk_eps=1e-6, post_mult=2.0, i
         C = C / (C.sum(axis=2, keepdims=True) + sk_eps)
         C = C / (C.sum(axis=1, keepdims=True) + sk_eps)
     return pre, post, C
+
+
+def check_gates(res, X, fn, scale, base, gate, sqrsum=None, what="gates"):
+    """mix within 1e-5 * rms * sum|X fn| of the float64 projection, pre/post/comb within 1e-5 of
+    the float64 epilogue fed the op's own mix; gate: the dsv4_mhc_gate_params_t fields."""
+    mix_want, bound = projection_model(X, fn, gate["rms_eps"], sqrsum)
+    mix = res["mix"]
+    assert (np.abs(mix - mix_want) <= 1e-5 * bound + 1e-30).all(), (
+        f"{what}: mix off by {np.abs(mix - mix_want).max():.3e} (bound {1e-5 * bound.min():.3e})")
+    pre, post, comb = gates_epilogue(mix, scale, base, gate["pre_eps"], gate["sinkhorn_eps"], gate["post_mult"],
+                                     gate["sinkhorn_iters"])
+    for name, want in (("pre", pre), ("post", post), ("comb", comb)):
+        err = np.abs(res[name].reshape(want.shape) - want).max()
+        assert err <= 1e-5, f"{what}: {name} off by {err:.3e} from the float64 epilogue (tolerance 1e-5)"
 
 
 def mhc_params(rng, H, K=None):

@@ -232,9 +232,7 @@ def test_mhc_fn_split(gpu, rng):
 
 
 def _check_gates(res, X, fn, scale, base, gate, sqrsum=None, what=""):
-    from test_mhc import check_gates
-
-    check_gates(res, X, fn, scale, base, gate, sqrsum, what)
+    sm.check_gates(res, X, fn, scale, base, gate, sqrsum, what)
 
 
 @pytest.mark.parametrize("T,route", [(6, 0), (6, 2), (12, 1), (64, 0), (300, 0)])

@@ -1,9 +1,12 @@
 """indices on the host path: known answers computed by hand from include/dsv4/indices.h, and
-random model-shaped cases against the numpy model of the header's pseudo-code."""
+random model-shaped cases, dense and strided, against the numpy models of the header's
+pseudo-code (tests/indices checks the references on known answers only, so these models are
+their one independent check on random input)."""
 import numpy as np
 import pytest
 
 import deepinfer_sm80 as d
+import oracle
 import spec_model as sm
 
 I32 = np.int32
@@ -88,30 +91,41 @@ def _translate_case(rng, T=64, K=512, R=4, width=40, P=64):
     return topk, t2r, table, valid, P
 
 
-def test_translate_random(be, rng):
+@pytest.mark.parametrize("layout", ["dense", "strided"])
+def test_translate_random(be, rng, layout):
+    """strided: padded input rows, a uint8 mask, outputs passed with padded rows; what lies
+    outside an output (row padding, the packed tail past indptr[T]) keeps its poison."""
     topk, t2r, table, valid, P = _translate_case(rng)
+    T, K = topk.shape
     wg, wl = sm.translate_model(topk, t2r, table, valid, P)
-    args = [be.put(x) for x in (topk, t2r, table, valid)]
-    g, lens = d.topk_translate(*args, page_tokens=P)
-    assert np.array_equal(be.get(g), wg) and np.array_equal(be.get(lens), wl)
-    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=P)
     ip = np.concatenate([[0], np.cumsum(wl)])
+    dense, packed_out = {}, {}
+    if layout == "strided":
+        args = [oracle.embed(be, topk, 5, -9)[0], be.put(t2r), oracle.embed(be, table, 3, -9)[0],
+                be.put(valid.astype(np.uint8))]
+        g_view, g_whole = oracle.embed(be, np.full((T, K), -7, I32), 4, -7)
+        dense = dict(global_indices=g_view, lens=be.put(np.full(T, -7, I32)))
+        packed_out = dict(lens=be.put(np.full(T, -7, I32)), indptr=be.put(np.full(T + 1, -7, I32)),
+                          packed=be.put(np.full(T * K + 3, -7, I32)))
+    else:
+        args = [be.put(x) for x in (topk, t2r, table, valid)]
+    g, lens = d.topk_translate(*args, page_tokens=P, **dense)
+    assert np.array_equal(be.get(g), wg) and np.array_equal(be.get(lens), wl)
+    if dense:
+        assert g is dense["global_indices"] and (be.get(g_whole)[:, K:] == -7).all(), "row padding was written"
+    lens, indptr, packed = d.topk_translate_packed(*args, page_tokens=P, **packed_out)
     assert np.array_equal(be.get(lens), wl) and np.array_equal(be.get(indptr), ip)
     want_packed = np.concatenate([wg[t, :wl[t]] for t in range(len(wl))])
     assert np.array_equal(be.get(packed)[:ip[-1]], want_packed)
+    if packed_out:
+        assert (be.get(packed)[ip[-1]:] == -7).all(), "packed entries past indptr[T] were written"
 
 
-def test_translate_strided_output(rng):
-    topk, t2r, table, valid, P = _translate_case(rng, T=16, K=100)
-    wg, wl = sm.translate_model(topk, t2r, table, valid, P)
-    buf = np.full((16, 128), -7, I32)
-    g, _ = d.topk_translate(topk, t2r, table, valid.astype(np.uint8), page_tokens=P, global_indices=buf[:, :100])
-    assert np.array_equal(buf[:, :100], wg) and (buf[:, 100:] == -7).all()
-
-
-@pytest.mark.parametrize("ratio,topk_w,mode", [(0, 0, 0), (1, 512, 0), (2, 512, 0), (4, 512, 1), (4, 1024, 0)])
-def test_combine_random(be, rng, ratio, topk_w, mode):
-    """4 requests of one prefill chunk, standard gather_lens, some -1 and out-of-range values."""
+@pytest.mark.parametrize("ratio,topk_w,mode,layout", [(0, 0, 0, "dense"), (1, 512, 0, "strided"), (2, 512, 0, "dense"),
+                                                      (4, 512, 1, "strided"), (4, 1024, 0, "dense")])
+def test_combine_random(be, rng, ratio, topk_w, mode, layout):
+    """4 requests of one prefill chunk, standard gather_lens, some -1 and out-of-range values;
+    strided: padded top-k rows, combined passed with padded rows (the padding must stay)."""
     W, R = 128, 4
     qlen = rng.integers(1, 40, R)
     prefix_len = rng.integers(0, 3000, R)
@@ -123,21 +137,39 @@ def test_combine_random(be, rng, ratio, topk_w, mode):
     M = N + W + 64
     topk = rng.integers(-2, N + 5, size=(T, topk_w + 3)).astype(I32) if topk_w else None
     want, wl = sm.combine_model(topk, qsl, seq, gat, T, topk_w, W, ratio, M, N, v4=mode == 1)
-    comb, lens = d.combine_topk_swa(None if topk is None else be.put(topk), be.put(qsl), be.put(seq), be.put(gat),
-                                    topk=topk_w, window=W, ratio=ratio, slab_rows=M, swa_row0=N, mode=mode,
-                                    num_tokens=T)
-    assert d.combine_cols(topk_w, W) == want.shape[1]
+    C = want.shape[1]
+    assert d.combine_cols(topk_w, W) == C
+    out = {}
+    if layout == "strided":
+        tk = None if topk is None else oracle.embed(be, topk, 6, -9)[0]
+        c_view, c_whole = oracle.embed(be, np.full((T, C), -7, I32), 4, -7)
+        out = dict(combined=c_view, combined_lens=be.put(np.full(T, -7, I32)))
+    else:
+        tk = None if topk is None else be.put(topk)
+    comb, lens = d.combine_topk_swa(tk, be.put(qsl), be.put(seq), be.put(gat), topk=topk_w, window=W, ratio=ratio,
+                                    slab_rows=M, swa_row0=N, mode=mode, num_tokens=T, **out)
     assert np.array_equal(be.get(comb), want) and np.array_equal(be.get(lens), wl)
+    if out:
+        assert comb is out["combined"] and (be.get(c_whole)[:, C:] == -7).all(), "row padding was written"
 
 
-def test_decode_swa_random(be, rng):
+@pytest.mark.parametrize("layout", ["dense", "strided"])
+def test_decode_swa_random(be, rng, layout):
+    """dense: vLLM's [T, 1, W] output; strided: padded block-table rows, a [T, W] output with
+    padded rows (the padding must stay)."""
     T, R, width, W, P = 200, 8, 20, 128, 64
     t2r = rng.integers(-1, R + 1, T).astype(I32)
     pos = rng.integers(-2, width * P + 300, T).astype(I32)  # some pages past the table
     table = rng.integers(0, 5000, size=(R, width)).astype(I32)
     valid = rng.integers(0, 4, T).astype(np.uint8)
     want, wl = sm.decode_swa_model(t2r, pos, valid, table, W, P)
-    out3 = be.put(np.zeros((T, 1, W), I32))  # vLLM's [T, 1, W]
-    out, lens = d.decode_swa_indices(be.put(t2r), be.put(pos), be.put(valid), be.put(table), window=W, page_tokens=P,
-                                     swa_indices=out3)
-    assert np.array_equal(be.get(out)[:, 0], want) and np.array_equal(be.get(lens), wl)
+    if layout == "strided":
+        tt = oracle.embed(be, table, 3, -9)[0]
+        o_view, o_whole = oracle.embed(be, np.full((T, W), -7, I32), 4, -7)
+    else:
+        tt, o_view = be.put(table), be.put(np.zeros((T, 1, W), I32))
+    out, lens = d.decode_swa_indices(be.put(t2r), be.put(pos), be.put(valid), tt, window=W, page_tokens=P,
+                                     swa_indices=o_view)
+    assert np.array_equal(be.get(out).reshape(T, W), want) and np.array_equal(be.get(lens), wl)
+    if layout == "strided":
+        assert (be.get(o_whole)[:, W:] == -7).all(), "row padding was written"

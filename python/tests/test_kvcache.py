@@ -1,9 +1,15 @@
-"""kvcache on the host path (C references) against the numpy model of include/dsv4/kvcache.h."""
+"""kvcache on the host path: what the binding adds to the C reference (descriptors from tensor
+shapes and strides, page geometry from the cache tensor, outputs written in place, numpy and
+torch alike), bit for bit against dsv4_<op>_ref called directly on dense arrays. The record
+format itself is checked by tests/kvcache against an independent model and known answers."""
 import numpy as np
 import pytest
 
 import deepinfer_sm80 as d
+import oracle
 import spec_model as sm
+
+POISON = 0xA5
 
 
 def _insert_case(rng, T=96, P=64, pages=5):
@@ -18,32 +24,47 @@ def _insert_case(rng, T=96, P=64, pages=5):
     return cache, k, slots, P
 
 
-def test_kv_insert_matches_numpy_quantizer(be, rng):
+def cache_view(be, cache, layout, P):
+    """The binding's cache tensor holding the pages of the dense [pages, stride] `cache`:
+    (tensor, keyword arguments, read), read() returning the pages as [pages, stride] numpy
+    after checking that no byte outside them was written."""
+    pages, stride = cache.shape
+    if layout == "flat":  # 1-D bytes with an explicit page stride
+        t = be.put(cache.reshape(-1))
+        return t, dict(page_stride_bytes=stride), lambda: be.get(t).reshape(pages, stride)
+    if layout == "records":  # [pages, P, 584]: no page padding, page stride P * 584
+        t = be.put(cache[:, :P * sm.RECORD].reshape(pages, P, sm.RECORD))
+        return t, {}, lambda: np.concatenate([be.get(t).reshape(pages, -1), cache[:, P * sm.RECORD:]], axis=1)
+    if layout == "padded":  # pages inside wider rows: the page stride is not the tensor's width
+        view, whole = oracle.embed(be, cache, 64, POISON)
+
+        def read():
+            w = be.get(whole)
+            assert (w[:, stride:] == POISON).all(), "bytes between pages were written"
+            return w[:, :stride]
+        return view, {}, read
+    t = be.put(cache)
+    return t, {}, lambda: be.get(t)
+
+
+@pytest.mark.parametrize("layout", ["dense", "padded", "flat", "records"])
+def test_kv_insert(be, rng, layout):
     cache, k, slots, P = _insert_case(rng)
-    want = sm.insert_model(cache, k, slots, P)
-    c = be.put(cache)
-    kt = be.put(k)
-    ret = d.kv_insert(kt, be.put(slots), c, page_tokens=P)
-    assert ret is c
-    got = be.get(c)
-    diff = np.argwhere(got != want)
-    assert diff.size == 0, f"{len(diff)} cache bytes differ, first (page, byte) {diff[:5].tolist()}"
+    want = cache.copy()
+    oracle.ref("kv_insert", dict(num_tokens=len(slots), page_tokens=P, page_stride_bytes=cache.shape[1],
+                                 num_pages=cache.shape[0]), k=k, slot_mapping=slots, cache=want)
+    assert not np.array_equal(want, cache), "the reference wrote nothing"
+    kt = oracle.embed(be, k, 8, 0x7E7E)[0] if layout == "padded" else be.put(k)  # row stride 520
+    c, kw, read = cache_view(be, cache, layout, P)
+    assert d.kv_insert(kt, be.put(slots), c, page_tokens=P, **kw) is c
+    oracle.assert_bits(read(), want, f"kv_insert cache ({layout})")
     assert np.array_equal(be.get(kt), k), "kv_insert modified its input"
 
 
-def test_kv_insert_strided_rows_and_flat_cache(rng):
-    cache, k, slots, P = _insert_case(rng, T=40, pages=2)
-    wide = np.zeros((k.shape[0], 520), np.uint16)
-    wide[:, :512] = k
-    want = sm.insert_model(cache, k, slots, P)
-    flat = cache.reshape(-1).copy()
-    d.kv_insert(wide[:, :512], slots, flat, page_tokens=P, page_stride_bytes=cache.shape[1])
-    assert np.array_equal(flat.reshape(cache.shape), want)
-
-
-@pytest.mark.parametrize("heads,padded", [(16, 16), (8, 16)])
-def test_kv_swa_write(be, rng, heads, padded):
-    """V4.1 SWA page (P = 32): q within 1 bf16 ulp of float64, cache bytes = insert(bf16(RoPE(kv)))."""
+@pytest.mark.parametrize("heads,padded,layout", [(16, 16, "dense"), (8, 16, "dense"), (8, 16, "padded"),
+                                                 (16, 16, "records")])
+def test_kv_swa_write(be, rng, heads, padded, layout):
+    """V4.1 SWA page (P = 32); heads >= num_heads of q are written as zeros."""
     P, pages, N, n_ins, max_pos, eps = 32, 3, 12, 10, 300, 1e-6
     cache = rng.integers(0, 256, size=(pages, sm.page_stride(P)), dtype=np.uint8)
     q = sm.rng_bf16(rng, (N, padded, 512), -6, 3)
@@ -52,63 +73,57 @@ def test_kv_swa_write(be, rng, heads, padded):
     slots = rng.permutation(pages * P)[:n_ins].astype(np.int64)
     slots[3] = -1
     cs = sm.rope_table(rng, max_pos)
-    roped = np.stack([sm.rope_kv_row(kv[t], cs[pos[t]]) for t in range(n_ins)])
-    want_cache = sm.insert_model(cache, roped, slots, P)
-    want_q = sm.swa_q_model(q[:, :heads], cs[pos], eps)
+    want_q, want_cache = q.copy(), cache.copy()
+    oracle.ref("kv_swa_write", dict(num_tokens=N, num_insert=n_ins, num_heads=heads, num_heads_padded=padded,
+                                    max_position=max_pos, page_tokens=P, page_stride_bytes=cache.shape[1],
+                                    num_pages=pages, eps=eps),
+               q=want_q, kv=kv, position_ids=pos, slot_mapping=slots, cos_sin_cache=cs, cache=want_cache)
+    if layout == "padded":  # q's heads inside a wider head dimension, rows of q and kv padded
+        buf = np.full((N, padded + 3, 520), 0x7E7E, np.uint16)
+        buf[:, 1:padded + 1, :512] = q
+        whole = be.put(buf)
+        qt, kvt = whole[:, 1:padded + 1, :512], oracle.embed(be, kv, 8, 0)[0]
+    else:
+        qt, kvt = be.put(q), be.put(kv)
+    c, kw, read = cache_view(be, cache, layout, P)
+    d.kv_swa_write(qt, kvt, be.put(pos), be.put(slots), be.put(cs), c, page_tokens=P, eps=eps, num_heads=heads, **kw)
+    oracle.assert_bits(be.get(qt), want_q, f"kv_swa_write q ({layout})")
+    oracle.assert_bits(read(), want_cache, f"kv_swa_write cache ({layout})")
+    if layout == "padded":
+        buf[:, 1:padded + 1, :512] = want_q
+        oracle.assert_bits(be.get(whole), buf, "q with the elements around it (those must stay)")
 
-    qt, ct = be.put(q), be.put(cache)
-    d.kv_swa_write(qt, be.put(kv), be.put(pos), be.put(slots), be.put(cs), ct, page_tokens=P, eps=eps,
-                   num_heads=heads)
-    got_q = be.get(qt)
-    assert np.array_equal(be.get(ct), want_cache), "SWA cache bytes differ from insert(bf16(RoPE(kv)))"
-    ulps = sm.ulp_diff_bf16(got_q[:, :heads], sm.f32_to_bf16(want_q.astype(np.float32)))
-    assert ulps.max() <= 1, f"q differs by {ulps.max()} bf16 ulps from the float64 model"
-    assert not got_q[:, heads:].any(), "padded heads must be written as zeros"
 
-
-@pytest.mark.parametrize("reqs,P,with_gather_lens", [(1, 64, False), (3, 32, True), (4, 256, False)])
-def test_kv_gather_is_dequantize_then_index(be, rng, reqs, P, with_gather_lens):
+@pytest.mark.parametrize("reqs,P,with_gather_lens,layout", [(1, 64, False, "dense"), (3, 32, True, "padded"),
+                                                            (4, 256, False, "flat"), (3, 64, True, "records")])
+def test_kv_gather(be, rng, reqs, P, with_gather_lens, layout):
+    """Written rows bit-exact, the other rows of out untouched; some page ids out of range."""
     width = 4
     pages = reqs * width + 1
     cache = sm.random_cache(rng, pages, P)
     table = (1 + rng.permutation(pages - 1)[:reqs * width]).reshape(reqs, width).astype(np.int32)
+    table[0, 1], table[-1, -1] = pages + 3, -2
     seq = rng.integers(1, width * P, reqs).astype(np.int32)
     glen = np.minimum(seq, rng.integers(0, 3 * P, reqs)).astype(np.int32) if with_gather_lens else None
     M, offset = width * P + 8, 5
-    out = rng.integers(0, 65536, size=(reqs + 1, M, 512), dtype=np.uint64).astype(np.uint16)  # poison
-    want = sm.gather_model(out, cache, P, seq, table, offset, glen)
-    ot = be.put(out)
-    d.kv_gather(be.put(cache), be.put(seq), be.put(table), ot, page_tokens=P, offset=offset,
-                gather_lens=None if glen is None else be.put(glen), max_gather_len=int(seq.max()))
-    got = be.get(ot)
-    bad = np.argwhere((got != want).any(-1))
-    assert bad.size == 0, f"rows (req, row) differ: {bad[:5].tolist()} (written rows bit-exact, others untouched)"
-
-
-def test_kv_gather_strided_slab_and_out_of_range_pages(rng):
-    """Out-of-range page ids give zero rows; a padded row stride leaves the padding alone."""
-    P, pages = 64, 3
-    cache = sm.random_cache(rng, pages, P)
-    table = np.array([[2, 7, -3, 1]], np.int32)
-    seq = np.array([4 * P], np.int32)
-    buf = np.full((1, 4 * P, 520), 0x7E7E, np.uint16)
-    want = sm.gather_model(buf[:, :, :512], cache, P, seq, table, 0)
-    d.kv_gather(cache, seq, table, buf[:, :, :512], page_tokens=P)
-    assert np.array_equal(buf[:, :, :512], want)
-    assert not buf[0, P:3 * P, :512].any(), "rows of invalid pages must be zero"
-    assert (buf[:, :, 512:] == 0x7E7E).all(), "row padding was written"
-
-
-def test_insert_then_gather_roundtrip(rng):
-    """The RoPE half comes back bit for bit; NoPE within the e4m3 step of its block scale."""
-    P, T = 32, 64
-    cache = np.zeros((3, sm.page_stride(P)), np.uint8)
-    k = sm.rng_bf16(rng, (T, 512), -3, 3)
-    d.kv_insert(k, np.arange(T, dtype=np.int64) + P, cache, page_tokens=P)
-    out = np.zeros((1, T, 512), np.uint16)
-    d.kv_gather(cache, np.array([T + P], np.int32), np.array([[0, 1, 2]], np.int32), out, page_tokens=P,
-                gather_lens=np.array([T], np.int32))
-    assert np.array_equal(out[0, :, 448:], k[:, 448:])
-    x, y = sm.bf16_to_f32(k[:, :448]), sm.bf16_to_f32(out[0, :, :448])
-    amax = np.abs(x).reshape(T, 7, 64).max(-1, keepdims=True)
-    assert (np.abs(x - y).reshape(T, 7, 64) <= amax / 8).all()
+    out = oracle.poison(rng, (reqs + 1, M, 512), np.uint16)
+    want = out.copy()
+    oracle.ref("kv_gather", dict(num_reqs=reqs, block_table_width=width, out_rows=M, offset=offset, page_tokens=P,
+                                 page_stride_bytes=cache.shape[1], num_pages=pages),
+               cache=cache, seq_lens=seq, gather_lens=glen, block_table=table, out=want)
+    if layout == "padded":  # out rows padded and offset in a bigger slab, block table rows padded
+        buf = np.full((reqs + 1, M + 2, 520), 0x7E7E, np.uint16)
+        buf[:, 1:M + 1, :512] = out
+        whole = be.put(buf)
+        ot, tt = whole[:, 1:M + 1, :512], oracle.embed(be, table, 3, -1)[0]
+    else:
+        ot, tt = be.put(out), be.put(table)
+    c, kw, read = cache_view(be, cache, layout, P)
+    gl = None if glen is None else be.put(glen)
+    d.kv_gather(c, be.put(seq), tt, ot, page_tokens=P, offset=offset, gather_lens=gl, max_gather_len=int(seq.max()),
+                **kw)
+    oracle.assert_bits(be.get(ot), want, f"kv_gather out ({layout})")
+    oracle.assert_bits(read(), cache, "kv_gather cache (an input)")
+    if layout == "padded":
+        buf[:, 1:M + 1, :512] = want
+        oracle.assert_bits(be.get(whole), buf, "out with the elements around it (those must stay)")

@@ -1,11 +1,19 @@
-"""mHC on the host path against the numpy models of spec_model.py: post and collapse bit-exact
-(fmaf order), aux, fn_bcast and fn_split bit-exact, norms within 1 bf16 ulp, projection within
-1e-5 * rms * sum|X fn|, gates within 1e-5 of a float64 epilogue fed the reference's mix."""
+"""mHC on the host path.
+
+post and collapse against the numpy models of spec_model.py: post, the plain collapse and aux
+bit-exact (the header's fp32 order), the norm within 1 bf16 ulp; tests/mhc checks these
+references only against fp64, within 1-2 ulps. gates, pre, seam, fn_bcast and fn_split, whose
+references tests/mhc checks against its own fp64 models and an independent split, bit for bit
+against dsv4_<op>_ref called directly on dense arrays with the model's gate constants written
+out: dense and strided tensors, outputs allocated by the binding or passed in.
+"""
 import numpy as np
 import pytest
 
 import deepinfer_sm80 as d
+import oracle
 import spec_model as sm
+from deepinfer_sm80._ops import struct
 
 H = 4096  # V4-Flash hidden size (5120 in the CUDA tests); T small and model-like
 
@@ -21,9 +29,10 @@ def seam_inputs(rng, T, H=H):
     return dict(x=x, R=R, post=post, comb=comb, pre_mix=pre_mix, w=w, fn=fn, scale=scale, base=base)
 
 
-def assert_bits(got, want, what):
-    bad = np.argwhere(got != want)
-    assert bad.size == 0, f"{what}: {len(bad)} elements differ, first at {bad[0].tolist()}"
+def quiet_token(rng, c):
+    """Token 0 with |values| near 2^-13, so that the eps of the RMS and of the norm show in the bits."""
+    c["x"][0] = sm.rng_bf16(rng, c["x"].shape[1:], -14, -12)
+    c["R"][0] = sm.rng_bf16(rng, c["R"].shape[1:], -14, -12)
 
 
 def assert_ulp(got, want64, what, ulp=1):
@@ -31,134 +40,202 @@ def assert_ulp(got, want64, what, ulp=1):
     assert u.max() <= ulp, f"{what}: {u.max()} bf16 ulps from the float64 model (allowed {ulp})"
 
 
-def check_gates(res, X, fn, scale, base, gate, sqrsum=None, what="gates"):
-    mix_want, bound = sm.projection_model(X, fn, gate["rms_eps"], sqrsum)
-    mix = res["mix"]
-    assert (np.abs(mix - mix_want) <= 1e-5 * bound + 1e-30).all(), (
-        f"{what}: mix off by {np.abs(mix - mix_want).max():.3e} (bound {1e-5 * bound.min():.3e})")
-    pre, post, comb = sm.gates_epilogue(mix, scale, base, gate["pre_eps"], gate["sinkhorn_eps"], gate["post_mult"],
-                                        gate["sinkhorn_iters"])
-    for name, want in (("pre", pre), ("post", post), ("comb", comb)):
-        err = np.abs(res[name].reshape(want.shape) - want).max()
-        assert err <= 1e-5, f"{what}: {name} off by {err:.3e} from the float64 epilogue (tolerance 1e-5)"
-
-
 GATE41 = dict(rms_eps=1e-20, pre_eps=1e-6, sinkhorn_eps=1e-6, post_mult=2.0, sinkhorn_iters=20)
 GATE4 = dict(GATE41, rms_eps=1e-6)
+SEAM_OUT = dict(post="post_out", comb="comb_out", pre="pre_out")  # mhc_seam's names of its gate outputs
+BF16_OUT = ("layer_input", "aux", "residual_out")
 
 
-@pytest.mark.parametrize("T", [1, 6])
-def test_post_bit_exact_and_sqrsum(be, rng, T):
+def gate_desc(variant):
+    """The variant's gate constants and norm eps (the model's, which the binding defaults to)."""
+    gate = GATE4 if variant == 1 else GATE41
+    return dict(variant=variant, gate=struct("dsv4_mhc_gate_params_t", **gate), norm_eps=gate["rms_eps"])
+
+
+def reference_outputs(rng, T, names):
+    """Poisoned dense outputs for the reference call, by result name."""
+    shapes = dict(post=(T, 4), comb=(T, 4, 4), pre=(T, 4), mix=(T, 24), layer_input=(T, H), aux=(T, H),
+                  residual_out=(T, 4, H))
+    return {n: oracle.poison(rng, shapes[n], np.uint16 if n in BF16_OUT else np.float32) for n in names}
+
+
+def strided_view(be, a, fill=0x7E7E):
+    """`a` as a strided view: a [T, 4, H] residual as streams 1..4 of [T, 5, H], rows [T, H] padded
+    by 64 elements. Returns (view, untouched); untouched() is True while every element around
+    the view still holds `fill`."""
+    if a.ndim == 3:
+        buf = np.full((a.shape[0], 5, a.shape[2]), fill, a.dtype)
+        buf[:, 1:] = a
+        whole = be.put(buf)
+        return whole[:, 1:], lambda: bool((be.get(whole)[:, 0] == fill).all())
+    view, whole = oracle.embed(be, a, 64, fill)
+    return view, lambda: bool((be.get(whole)[:, a.shape[1]:] == fill).all())
+
+
+def binding_outputs(be, want, layout, names=None):
+    """What the binding is handed: nothing (it allocates) for "dense"; for "strided" poisoned
+    copies of `want`, bf16 ones as strided views, post as [T, 4, 1]. Returns (keyword
+    arguments, the untouched() checks of the views); names renames keywords."""
+    if layout == "dense":
+        return {}, []
+    kw, checks = {}, []
+    for n, w in want.items():
+        if n in BF16_OUT:
+            kw[n], ok = strided_view(be, w)
+            checks.append(ok)
+        else:
+            kw[n] = be.put(w[..., None] if n == "post" else w)
+    return {(names or {}).get(n, n): v for n, v in kw.items()}, checks
+
+
+def assert_reference(be, res, want, checks, what):
+    for n, w in want.items():
+        oracle.assert_bits(be.get(res[n]).reshape(w.shape), w, f"{what} {n}")
+    assert all(ok() for ok in checks), f"{what}: an element around a strided output was written"
+
+
+@pytest.mark.parametrize("T,layout", [(1, "dense"), (6, "dense"), (6, "strided")])
+def test_post_bit_exact_and_sqrsum(be, rng, T, layout):
     c = seam_inputs(rng, T)
     want = sm.post_model(c["x"], c["R"], c["post"], c["comb"])
-    out = d.mhc_post(be.put(c["x"]), be.put(c["R"]), be.put(c["post"]), be.put(c["comb"]))
-    assert_bits(be.get(out), want, "mhc_post")
-    out, sq = d.mhc_post(be.put(c["x"]), be.put(c["R"]), be.put(c["post"][:, :, None]), be.put(c["comb"]),
-                         with_sqrsum=True)
-    assert_bits(be.get(out), want, "mhc_post with sqrsum")
+    kw, untouched = {}, []
+    if layout == "strided":
+        (x, _), (R, _) = strided_view(be, c["x"]), strided_view(be, c["R"])
+        kw["residual_out"], ok = strided_view(be, oracle.poison(rng, c["R"].shape, np.uint16))
+        untouched.append(ok)
+    else:
+        x, R = be.put(c["x"]), be.put(c["R"])
+    out = d.mhc_post(x, R, be.put(c["post"]), be.put(c["comb"]), **kw)
+    oracle.assert_bits(be.get(out), want, "mhc_post")
+    out, sq = d.mhc_post(x, R, be.put(c["post"][:, :, None]), be.put(c["comb"]), with_sqrsum=True, **kw)
+    oracle.assert_bits(be.get(out), want, "mhc_post with sqrsum")
     ref = (sm.bf16_to_f32(want).astype(np.float64) ** 2).reshape(T, -1).sum(1)
     assert np.allclose(be.get(sq), ref, rtol=1e-5, atol=0)
+    assert all(ok() for ok in untouched), "an element around residual_out was written"
 
 
-@pytest.mark.parametrize("variant,pre_mix,norm", [(0, True, True), (0, False, True), (1, True, True),
-                                                  (0, True, False)])
-def test_collapse(be, rng, variant, pre_mix, norm):
-    c = seam_inputs(rng, 5)
+@pytest.mark.parametrize("variant,pre_mix,norm,layout", [(0, True, True, "dense"), (0, False, True, "dense"),
+                                                         (1, True, True, "strided"), (0, True, False, "strided")])
+def test_collapse(be, rng, variant, pre_mix, norm, layout):
+    T = 5
+    c = seam_inputs(rng, T)
     eps = 1e-20 if variant == 0 else 1e-6
     yb, normed, aux = sm.collapse_model(c["R"], c["pre_mix"] if pre_mix else None, c["w"] if norm else None, eps,
                                         v4=variant == 1)
-    out, got_aux = d.mhc_collapse(be.put(c["R"]), be.put(c["pre_mix"]) if pre_mix else None,
-                                  be.put(c["w"]) if norm else None, variant=variant, with_aux=True)
-    assert_bits(be.get(got_aux), aux, "aux")
+    R = strided_view(be, c["R"])[0] if layout == "strided" else be.put(c["R"])
+    kw, checks = {}, []
+    if layout == "strided":
+        for n in ("out", "aux"):
+            kw[n], ok = strided_view(be, oracle.poison(rng, (T, H), np.uint16))
+            checks.append(ok)
+    out, got_aux = d.mhc_collapse(R, be.put(c["pre_mix"]) if pre_mix else None, be.put(c["w"]) if norm else None,
+                                  variant=variant, with_aux=True, **kw)
+    oracle.assert_bits(be.get(got_aux), aux, "aux")
     if norm:
         assert_ulp(be.get(out), normed, "collapse + RMSNorm")
     else:
-        assert_bits(be.get(out), yb, "collapse")
+        oracle.assert_bits(be.get(out), yb, "collapse")
+    assert all(ok() for ok in checks), "an element around out or aux was written"
 
 
-def test_fn_bcast_bit_exact(be, rng):
+@pytest.mark.parametrize("passed", [False, True])
+def test_fn_bcast(be, rng, passed):
     fn, _, _ = sm.mhc_params(rng, H)
-    want = ((fn[:, :H] + fn[:, H:2 * H]) + fn[:, 2 * H:3 * H]) + fn[:, 3 * H:]
-    assert_bits(be.get(d.mhc_fn_bcast(be.put(fn))), want, "fn_bcast")
+    want = oracle.poison(rng, (24, H), np.float32)
+    kw = dict(out=be.put(want)) if passed else {}
+    oracle.ref("mhc_fn_bcast", dict(hidden=H), fn=fn, fn_bcast=want)
+    got = d.mhc_fn_bcast(be.put(fn), **kw)
+    assert not passed or got is kw["out"]
+    oracle.assert_bits(be.get(got), want, "fn_bcast")
 
 
-def fn_split_model(fn):
-    """hi = bf16(fn), lo = bf16(fn - hi) with one fp32 subtraction (include/dsv4/mhc.h)."""
-    hi = sm.f32_to_bf16(fn)
-    with np.errstate(invalid="ignore"):  # inf - inf: lo = NaN, as the header says
-        lo = sm.f32_to_bf16((fn - sm.bf16_to_f32(hi)).astype(np.float32))
-    return np.concatenate([hi, lo], axis=0)
-
-
-@pytest.mark.parametrize("broadcast", [False, True])
-def test_fn_split_bit_exact(be, rng, broadcast):
+@pytest.mark.parametrize("broadcast,passed", [(False, False), (True, True)])
+def test_fn_split(be, rng, broadcast, passed):
     fn, _, _ = sm.mhc_params(rng, H)
     if broadcast:
         fn = np.ascontiguousarray(fn[:, :H])
     # zeros, infinities, a subnormal, the largest bf16, a finite value that rounds to inf, NaN
     fn[0, :8] = np.array([0.0, -0.0, np.inf, -np.inf, 1e-40, 3.3895314e38, 3.4028235e38, np.nan], np.float32)
-    assert_bits(be.get(d.mhc_fn_split(be.put(fn), broadcast=broadcast)), fn_split_model(fn), "fn_split")
+    want = oracle.poison(rng, (48, fn.shape[1]), np.uint16)
+    kw = dict(out=be.put(want)) if passed else {}
+    oracle.ref("mhc_fn_split", dict(hidden=H, broadcast=int(broadcast)), fn=fn, fn_split=want)
+    got = d.mhc_fn_split(be.put(fn), broadcast=broadcast, **kw)
+    assert not passed or got is kw["out"]
+    oracle.assert_bits(be.get(got), want, "fn_split")
 
 
-@pytest.mark.parametrize("T,broadcast,use_sqrsum", [(3, False, False), (17, False, True), (2, True, False)])
-def test_gates(be, rng, T, broadcast, use_sqrsum):
+@pytest.mark.parametrize("T,broadcast,use_sqrsum,layout", [(3, False, False, "dense"), (17, False, True, "strided"),
+                                                           (2, True, False, "strided")])
+def test_gates(be, rng, T, broadcast, use_sqrsum, layout):
     c = seam_inputs(rng, T)
+    quiet_token(rng, c)
     X = c["x"] if broadcast else c["R"]
-    fn = ((c["fn"][:, :H] + c["fn"][:, H:2 * H]) + c["fn"][:, 2 * H:3 * H]) + c["fn"][:, 3 * H:] if broadcast else c["fn"]
+    fn = d.mhc_fn_bcast(c["fn"]) if broadcast else c["fn"]
     sq = (sm.bf16_to_f32(X).astype(np.float64) ** 2).reshape(T, -1).sum(1).astype(np.float32) if use_sqrsum else None
-    res = d.mhc_gates(be.put(X), be.put(fn), be.put(c["scale"]), be.put(c["base"]),
-                      sqrsum=None if sq is None else be.put(sq), with_mix=True)
-    res = {k: be.get(v) for k, v in res.items()}
-    check_gates(res, X, fn, c["scale"], c["base"], GATE41, sq)
-    assert np.allclose(res["comb"].sum(1), 1, atol=1e-5), "comb columns must sum to 1"
+    want = reference_outputs(rng, T, ("post", "comb", "pre", "mix"))
+    oracle.ref("mhc_gates", dict(tokens=T, hidden=H, broadcast=int(broadcast), gate=gate_desc(0)["gate"]),
+               residual=X, fn=fn, scale=c["scale"], base=c["base"], sqrsum=sq, **want)
+    kw, checks = binding_outputs(be, want, layout)
+    Xt = strided_view(be, X)[0] if layout == "strided" else be.put(X)
+    res = d.mhc_gates(Xt, be.put(fn), be.put(c["scale"]), be.put(c["base"]), sqrsum=None if sq is None else be.put(sq),
+                      with_mix=True, **kw)
+    assert_reference(be, res, want, checks, "gates")
 
 
-@pytest.mark.parametrize("variant", [0, 1])
-def test_pre(be, rng, variant):
+@pytest.mark.parametrize("variant,layout", [(0, "dense"), (1, "strided"), (0, "strided")])
+def test_pre(be, rng, variant, layout):
     T = 4
     c = seam_inputs(rng, T)
-    gate = GATE41 if variant == 0 else GATE4
+    quiet_token(rng, c)
     pre_mix = c["pre_mix"] if variant == 0 else None
-    res = d.mhc_pre(be.put(c["R"]), be.put(c["fn"]), be.put(c["scale"]), be.put(c["base"]), variant=variant,
+    want = reference_outputs(rng, T, ("post", "comb", "pre", "layer_input", "aux", "mix"))
+    oracle.ref("mhc_pre", dict(tokens=T, hidden=H, **gate_desc(variant)), residual=c["R"], fn=c["fn"],
+               scale=c["scale"], base=c["base"], pre_mix=pre_mix, norm_weight=c["w"], **want)
+    kw, checks = binding_outputs(be, want, layout)
+    R = strided_view(be, c["R"])[0] if layout == "strided" else be.put(c["R"])
+    res = d.mhc_pre(R, be.put(c["fn"]), be.put(c["scale"]), be.put(c["base"]), variant=variant,
                     pre_mix=None if pre_mix is None else be.put(pre_mix), norm_weight=be.put(c["w"]), with_aux=True,
-                    with_mix=True)
-    res = {k: be.get(v) for k, v in res.items()}
-    check_gates(res, c["R"], c["fn"], c["scale"], c["base"], gate, what="mhc_pre gates")
-    p = pre_mix if variant == 0 else res["pre"]  # V4.1 collapses with the incoming pre-mix, V4 with the fresh pre
-    _, normed, aux = sm.collapse_model(c["R"], p, c["w"], gate["rms_eps"], v4=variant == 1)
-    assert_ulp(res["layer_input"], normed, "mhc_pre layer_input")
-    assert_bits(res["aux"], aux, "mhc_pre aux")
+                    with_mix=True, **kw)
+    assert_reference(be, res, want, checks, "mhc_pre")
 
 
-def test_pre_broadcast_first_layer(be, rng):
+@pytest.mark.parametrize("layout", ["dense", "strided"])
+def test_pre_broadcast_first_layer(be, rng, layout):
     T = 3
     c = seam_inputs(rng, T)
+    quiet_token(rng, c)
     fnb = d.mhc_fn_bcast(c["fn"])
-    res = d.mhc_pre(be.put(c["x"]), be.put(fnb), be.put(c["scale"]), be.put(c["base"]), norm_weight=be.put(c["w"]),
-                    with_mix=True)
-    res = {k: be.get(v) for k, v in res.items()}
-    assert_bits(res["residual_out"], np.repeat(c["x"][:, None], 4, axis=1), "broadcast copy")
-    check_gates(res, c["x"], fnb, c["scale"], c["base"], GATE41, what="broadcast gates")
-    _, normed, _ = sm.collapse_model(res["residual_out"], None, c["w"], 1e-20)
-    assert_ulp(res["layer_input"], normed, "first-layer layer_input = norm(e)")
+    want = reference_outputs(rng, T, ("post", "comb", "pre", "layer_input", "residual_out", "mix"))
+    oracle.ref("mhc_pre", dict(tokens=T, hidden=H, broadcast=1, **gate_desc(0)), residual=c["x"], fn=fnb,
+               scale=c["scale"], base=c["base"], norm_weight=c["w"], **want)
+    kw, checks = binding_outputs(be, want, layout)
+    x = strided_view(be, c["x"])[0] if layout == "strided" else be.put(c["x"])
+    res = d.mhc_pre(x, be.put(fnb), be.put(c["scale"]), be.put(c["base"]), norm_weight=be.put(c["w"]), with_mix=True,
+                    **kw)
+    assert_reference(be, res, want, checks, "first-layer mhc_pre")
 
 
-@pytest.mark.parametrize("variant,T", [(0, 6), (0, 16), (1, 3)])
-def test_seam(be, rng, variant, T):
+@pytest.mark.parametrize("variant,T,layout,split", [(0, 6, "dense", False), (0, 16, "strided", True),
+                                                    (1, 3, "strided", False)])
+def test_seam(be, rng, variant, T, layout, split):
+    """split: fn_split made once and passed (the header: the same bits as without)."""
     c = seam_inputs(rng, T)
-    gate = GATE41 if variant == 0 else GATE4
+    quiet_token(rng, c)
     pre_mix = c["pre_mix"] if variant == 0 else None
-    res = d.mhc_seam(*(be.put(c[k]) for k in ("x", "R", "post", "comb", "fn", "scale", "base")), variant=variant,
+    want = reference_outputs(rng, T, ("residual_out", "post", "comb", "pre", "layer_input", "aux", "mix"))
+    oracle.ref("mhc_seam", dict(tokens=T, hidden=H, **gate_desc(variant)), x=c["x"], residual=c["R"], post=c["post"],
+               comb=c["comb"], fn=c["fn"], scale=c["scale"], base=c["base"], pre_mix=pre_mix, norm_weight=c["w"],
+               **{SEAM_OUT.get(n, n): w for n, w in want.items()})
+    kw, checks = binding_outputs(be, want, layout, SEAM_OUT)
+    if layout == "strided":
+        (x, _), (R, _), post = strided_view(be, c["x"]), strided_view(be, c["R"]), be.put(c["post"][:, :, None])
+    else:
+        x, R, post = be.put(c["x"]), be.put(c["R"]), be.put(c["post"])
+    fn = be.put(c["fn"])
+    res = d.mhc_seam(x, R, post, be.put(c["comb"]), fn, be.put(c["scale"]), be.put(c["base"]), variant=variant,
                      pre_mix=None if pre_mix is None else be.put(pre_mix), norm_weight=be.put(c["w"]), with_aux=True,
-                     with_mix=True)
-    res = {k: be.get(v) for k, v in res.items()}
-    r_new = sm.post_model(c["x"], c["R"], c["post"], c["comb"])
-    assert_bits(res["residual_out"], r_new, "seam residual_out (= mhc_post)")
-    check_gates(res, r_new, c["fn"], c["scale"], c["base"], gate, what="seam gates")
-    p = pre_mix if variant == 0 else res["pre"]
-    _, normed, aux = sm.collapse_model(r_new, p, c["w"], gate["rms_eps"], v4=variant == 1)
-    assert_ulp(res["layer_input"], normed, "seam layer_input")
-    assert_bits(res["aux"], aux, "seam aux")
+                     with_mix=True, fn_split=d.mhc_fn_split(fn) if split else None, **kw)
+    assert_reference(be, res, want, checks, "seam")
 
 
 def test_plan():
