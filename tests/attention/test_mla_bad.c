@@ -259,13 +259,13 @@ enum { Q_BYTES = 4 * 64 * 512 * 2, CACHE_BYTES = 2 * 19008, KV_BYTES = 64 * 512 
 
 void test_bad_input_decode(th_ctx_t *t) {
     /* Host memory that is never dereferenced: every check fails before any use. */
-    bufs_t b = {aligned_alloc(256, Q_BYTES),
-                aligned_alloc(256, Q_BYTES),
-                aligned_alloc(256, CACHE_BYTES),
-                aligned_alloc(256, 4096),
-                aligned_alloc(256, 256),
-                aligned_alloc(256, 256),
-                aligned_alloc(256, WS_BYTES),
+    bufs_t b = {th_aligned_alloc(256, Q_BYTES),
+                th_aligned_alloc(256, Q_BYTES),
+                th_aligned_alloc(256, CACHE_BYTES),
+                th_aligned_alloc(256, 4096),
+                th_aligned_alloc(256, 256),
+                th_aligned_alloc(256, 256),
+                th_aligned_alloc(256, WS_BYTES),
                 Q_BYTES,
                 WS_BYTES};
     run_decode_table(t, &b, DSV4_STREAM((void *)0x1), 0);
@@ -283,12 +283,12 @@ void test_bad_input_decode(th_ctx_t *t) {
 }
 
 void test_bad_input_prefill(th_ctx_t *t) {
-    bufs_t b = {aligned_alloc(256, Q_BYTES),
-                aligned_alloc(256, Q_BYTES),
-                aligned_alloc(256, KV_BYTES),
-                aligned_alloc(256, 4096),
-                aligned_alloc(256, 256),
-                aligned_alloc(256, 256),
+    bufs_t b = {th_aligned_alloc(256, Q_BYTES),
+                th_aligned_alloc(256, Q_BYTES),
+                th_aligned_alloc(256, KV_BYTES),
+                th_aligned_alloc(256, 4096),
+                th_aligned_alloc(256, 256),
+                th_aligned_alloc(256, 256),
                 NULL,
                 Q_BYTES,
                 0};

@@ -43,7 +43,7 @@ static th_buf_t make(size_t bytes, int on_device) {
             cudaMemcpy(b.base + b.guard + bytes, g + b.guard, b.guard, cudaMemcpyHostToDevice) != cudaSuccess)
             die("cudaMemcpy of canaries failed");
     } else {
-        b.base = aligned_alloc(256, (total + 255) / 256 * 256);
+        b.base = th_aligned_alloc(256, total);
         if (!b.base) die("out of host memory");
         memcpy(b.base, g, b.guard);
         memcpy(b.base + b.guard + bytes, g + b.guard, b.guard);

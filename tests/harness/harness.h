@@ -20,8 +20,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "dsv4/dsv4.h"
+
+/* aligned_alloc with the size rounded up to a multiple of the alignment, which C11 requires
+ * (sanitizers reject other sizes). */
+static inline void *th_aligned_alloc(size_t align, size_t size) {
+    return aligned_alloc(align, (size + align - 1) / align * align);
+}
 
 #ifdef __cplusplus
 extern "C" {

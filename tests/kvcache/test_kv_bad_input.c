@@ -76,9 +76,9 @@ static void expect_null_desc(th_ctx_t *t, const op_api_t *api, const void *good_
 #define MIS(p, bytes) ((void *)((char *)(p) + (bytes)))
 
 void test_kv_bad_input_insert(th_ctx_t *t) {
-    uint16_t *k = aligned_alloc(64, 4 * 1024 + 64);
-    int64_t *slots = aligned_alloc(64, 64);
-    uint8_t *cache = aligned_alloc(64, 2 * 37440 + 64), *keep = malloc(2 * 37440 + 64);
+    uint16_t *k = th_aligned_alloc(64, 4 * 1024 + 64);
+    int64_t *slots = th_aligned_alloc(64, 64);
+    uint8_t *cache = th_aligned_alloc(64, 2 * 37440 + 64), *keep = malloc(2 * 37440 + 64);
     for (int i = 0; i < 4 * 512; ++i) k[i] = 0x3F80;
     for (int i = 0; i < 4; ++i) slots[i] = i;
     memset(cache, 0x77, 2 * 37440 + 64);
@@ -113,11 +113,11 @@ void test_kv_bad_input_insert(th_ctx_t *t) {
 }
 
 void test_kv_bad_input_swa(th_ctx_t *t) {
-    uint16_t *q = aligned_alloc(64, 4 * 3 * 1024 + 64), *kv = aligned_alloc(64, 4 * 1024 + 64);
+    uint16_t *q = th_aligned_alloc(64, 4 * 3 * 1024 + 64), *kv = th_aligned_alloc(64, 4 * 1024 + 64);
     uint16_t *qkeep = malloc(4 * 3 * 1024);
-    int64_t *pos = aligned_alloc(64, 64), *slots = aligned_alloc(64, 64);
-    float *cs = aligned_alloc(64, 8 * 64 * 4 + 64);
-    uint8_t *cache = aligned_alloc(64, 19008 + 64), *keep = malloc(19008 + 64);
+    int64_t *pos = th_aligned_alloc(64, 64), *slots = th_aligned_alloc(64, 64);
+    float *cs = th_aligned_alloc(64, 8 * 64 * 4 + 64);
+    uint8_t *cache = th_aligned_alloc(64, 19008 + 64), *keep = malloc(19008 + 64);
     for (int i = 0; i < 4 * 3 * 512; ++i) q[i] = (uint16_t)(0x3F00 + i % 100);
     for (int i = 0; i < 4 * 512; ++i) kv[i] = 0x3F80;
     for (int i = 0; i < 4; ++i) pos[i] = i, slots[i] = i;
@@ -176,10 +176,10 @@ void test_kv_bad_input_swa(th_ctx_t *t) {
 }
 
 void test_kv_bad_input_gather(th_ctx_t *t) {
-    uint8_t *cache = aligned_alloc(64, 2 * 37440 + 64);
-    int32_t *seq = aligned_alloc(64, 64), *glen = aligned_alloc(64, 64), *table = aligned_alloc(64, 64);
+    uint8_t *cache = th_aligned_alloc(64, 2 * 37440 + 64);
+    int32_t *seq = th_aligned_alloc(64, 64), *glen = th_aligned_alloc(64, 64), *table = th_aligned_alloc(64, 64);
     const size_t out_bytes = 2 * 8 * 1024 + 64;
-    uint16_t *out = aligned_alloc(64, out_bytes), *keep = malloc(out_bytes);
+    uint16_t *out = th_aligned_alloc(64, out_bytes), *keep = malloc(out_bytes);
     memset(cache, 0x38, 2 * 37440 + 64);
     for (int i = 0; i < 2; ++i) seq[i] = 8, glen[i] = 8, table[i] = i;
     memset(out, 0x5A, out_bytes);

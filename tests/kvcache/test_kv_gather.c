@@ -21,8 +21,8 @@ void test_kv_gather_known_answers(th_ctx_t *t) {
      * logical page 1 -> page 7 (out of range). seq_len 5, gather_len 4, offset 2, 8 rows:
      * positions 1, 2, 3, 4 -> rows 2..5: slot (1, p1), page 7 (zeros), zeros (pos 3 is
      * logical page 1, also page 7), and logical page 2 >= width 2 (zeros). */
-    uint8_t *cache = aligned_alloc(64, 2 * 1728);
-    uint16_t *out = aligned_alloc(64, 8 * 1024);
+    uint8_t *cache = th_aligned_alloc(64, 2 * 1728);
+    uint16_t *out = th_aligned_alloc(64, 8 * 1024);
     memset(cache, 0, 2 * 1728);
     uint8_t *data = cache + 1728 + 576, *sc = cache + 1728 + 1152 + 8; /* page 1, slot 1 */
     static const uint8_t enc[7] = {127, 127, 128, 255, 0, 105, 254};
@@ -122,7 +122,7 @@ static void model_gather(const dsv4_kv_gather_desc_t *d, const dsv4_kv_gather_ar
 void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c) {
     memset(c, 0, sizeof *c);
     c->g = g;
-    c->cache = aligned_alloc(64, kvt_cache_bytes(g));
+    c->cache = th_aligned_alloc(64, kvt_cache_bytes(g));
     for (size_t i = 0; i < kvt_cache_bytes(g); ++i) c->cache[i] = (uint8_t)th_rng_u32(r);
     for (int64_t pg = 0; pg < g.num_pages; ++pg) /* real scales mostly, some 0 / 255 / extreme */
         for (int64_t p = 0; p < g.P; ++p)
@@ -212,7 +212,7 @@ void test_kv_gather_random_vs_model(th_ctx_t *t) {
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);
-        uint16_t *got = aligned_alloc(64, c.out_elems * 2 + 64), *want = malloc(c.out_elems * 2);
+        uint16_t *got = th_aligned_alloc(64, c.out_elems * 2 + 64), *want = malloc(c.out_elems * 2);
         for (size_t i = 0; i < c.out_elems; ++i) got[i] = POISON;
         kvt_gather_expected(&c, want);
         dsv4_kv_gather_args_t a = {c.cache, c.seq, c.glen, c.table, got};

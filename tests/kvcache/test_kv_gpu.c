@@ -52,10 +52,10 @@ void test_kv_gpu_quant_all(th_ctx_t *t) {
 static void gpu_insert_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t kst, int64_t pad_rows) {
     th_rng_t *r = th_rng(t);
     const size_t kbytes = (size_t)((T + pad_rows) * kst * 2 + 16), cbytes = kvt_cache_bytes(g);
-    uint16_t *k = aligned_alloc(64, (kbytes + 63) / 64 * 64);
+    uint16_t *k = th_aligned_alloc(64, (kbytes + 63) / 64 * 64);
     int64_t *slots = malloc((size_t)(T ? T : 1) * 8);
     int *kinds = malloc((size_t)(T + pad_rows + 1) * sizeof(int));
-    uint8_t *want = aligned_alloc(64, cbytes), *got = malloc(cbytes);
+    uint8_t *want = th_aligned_alloc(64, cbytes), *got = malloc(cbytes);
     kvt_fill_rows(r, k, T + pad_rows, kst, KVT_ROW_KINDS, kinds);
     kvt_make_slots(r, g, T, 1, slots);
     for (size_t i = 0; i < cbytes; ++i) want[i] = (uint8_t)th_rng_u32(r); /* poison: a random image */
@@ -105,11 +105,11 @@ static void gpu_swa_case(th_ctx_t *t, kvt_geom_t g, swa_shape_t c) {
     th_rng_t *r = th_rng(t);
     const int64_t max_pos = 4096;
     const size_t qn = (size_t)(c.N * c.st), kvn = (size_t)(c.Ni * c.kvs + 8), cbytes = kvt_cache_bytes(g);
-    uint16_t *q = aligned_alloc(64, (qn * 2 + 63) / 64 * 64), *q_in = malloc(qn * 2), *got_q = malloc(qn * 2);
-    uint16_t *kv = aligned_alloc(64, (kvn * 2 + 63) / 64 * 64);
-    float *cs = aligned_alloc(64, (size_t)max_pos * 256);
+    uint16_t *q = th_aligned_alloc(64, (qn * 2 + 63) / 64 * 64), *q_in = malloc(qn * 2), *got_q = malloc(qn * 2);
+    uint16_t *kv = th_aligned_alloc(64, (kvn * 2 + 63) / 64 * 64);
+    float *cs = th_aligned_alloc(64, (size_t)max_pos * 256);
     int64_t *pos = malloc((size_t)c.N * 8), *slots = malloc((size_t)(c.Ni ? c.Ni : 1) * 8);
-    uint8_t *want = aligned_alloc(64, cbytes), *got = malloc(cbytes);
+    uint8_t *want = th_aligned_alloc(64, cbytes), *got = malloc(cbytes);
     for (size_t i = 0; i < qn; ++i) q[i] = (uint16_t)th_rng_u32(r); /* gaps and padding heads: junk */
     for (int64_t n = 0; n < c.N; ++n)
         for (int64_t h = 0; h < c.H; ++h)
@@ -199,7 +199,7 @@ void test_kv_gpu_gather(th_ctx_t *t) {
     for (int it = 0; it < 16; ++it) {
         kvt_gather_case_t c;
         kvt_gather_case(r, geoms[it % 4], 1 + it % 8, &c);
-        uint16_t *want = aligned_alloc(64, (c.out_elems * 2 + 63) / 64 * 64), *got = malloc(c.out_elems * 2);
+        uint16_t *want = th_aligned_alloc(64, (c.out_elems * 2 + 63) / 64 * 64), *got = malloc(c.out_elems * 2);
         kvt_gather_expected(&c, want);
         uint16_t *poison = malloc(c.out_elems * 2);
         for (size_t i = 0; i < c.out_elems; ++i) poison[i] = 0x5A5A;
@@ -296,11 +296,11 @@ void test_kv_gpu_graph_capture(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4};
     const int64_t T = 256;
-    uint16_t *k = aligned_alloc(64, (size_t)T * 1024), *want = aligned_alloc(64, (size_t)T * 1024);
+    uint16_t *k = th_aligned_alloc(64, (size_t)T * 1024), *want = th_aligned_alloc(64, (size_t)T * 1024);
     uint16_t *got = malloc((size_t)T * 1024);
     int64_t *slots = malloc((size_t)T * 8);
     int32_t table[4] = {3, 1, 0, 2}, L = (int32_t)T;
-    uint8_t *cache = aligned_alloc(64, kvt_cache_bytes(g));
+    uint8_t *cache = th_aligned_alloc(64, kvt_cache_bytes(g));
     kvt_fill_rows(r, k, T, 512, KVT_ROW_NORMAL + 1, NULL);
     for (int64_t i = 0; i < T; ++i) slots[i] = table[i / 64] * 64 + i % 64;
     memset(cache, 0, kvt_cache_bytes(g));

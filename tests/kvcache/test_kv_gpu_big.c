@@ -61,14 +61,14 @@ static void verify_whole_cache(th_ctx_t *t, const th_buf_t *dc, const uint8_t *i
 void test_kv_gpu_big_offset(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const size_t big = (size_t)BIG_PAGES * BIG_STRIDE;
-    uint8_t *image = aligned_alloc(64, (size_t)NW * BIG_STRIDE);
+    uint8_t *image = th_aligned_alloc(64, (size_t)NW * BIG_STRIDE);
     memset(image, POISON_BYTE, (size_t)NW * BIG_STRIDE);
     th_buf_t dc = th_buf_device(big);
     th_buf_poison(&dc, POISON_BYTE);
 
     /* insert: 64 tokens into each of pages 3, 57400, 119990; every 16th skipped */
     const int64_t T = 192;
-    uint16_t *k = aligned_alloc(64, (size_t)T * 1024);
+    uint16_t *k = th_aligned_alloc(64, (size_t)T * 1024);
     int64_t *slots = malloc((size_t)T * 8), *cslots = malloc((size_t)T * 8);
     kvt_fill_rows(r, k, T, 512, KVT_ROW_KINDS, NULL);
     for (int64_t i = 0; i < T; ++i) {
@@ -85,9 +85,9 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
     /* SWA writer: 16 tokens of 4 heads; kv rows into the last 8 slots of the last page and
      * into page 70000 */
     const int64_t N = 16, H = 4, max_pos = 64;
-    uint16_t *q = aligned_alloc(64, (size_t)(N * H) * 1024), *qgot = malloc((size_t)(N * H) * 1024);
-    uint16_t *kv = aligned_alloc(64, (size_t)N * 1024);
-    float *cs = aligned_alloc(64, (size_t)max_pos * 256);
+    uint16_t *q = th_aligned_alloc(64, (size_t)(N * H) * 1024), *qgot = malloc((size_t)(N * H) * 1024);
+    uint16_t *kv = th_aligned_alloc(64, (size_t)N * 1024);
+    float *cs = th_aligned_alloc(64, (size_t)max_pos * 256);
     int64_t pos[16], sslots[16], csslots[16];
     th_fill_bf16_normal(r, q, (size_t)(N * H * 512), 1.0);
     kvt_fill_rows(r, kv, N, 512, KVT_ROW_KINDS, NULL);
@@ -117,7 +117,7 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
 
     /* gather the five pages back, one request */
     int32_t table[NW] = {3, 57400, 119990, 119999, 70000}, ctable[NW] = {0, 1, 2, 3, 4}, L = NW * BIG_P;
-    uint16_t *want = aligned_alloc(64, (size_t)L * 1024), *got = malloc((size_t)L * 1024);
+    uint16_t *want = th_aligned_alloc(64, (size_t)L * 1024), *got = malloc((size_t)L * 1024);
     th_buf_t dt = kvt_dev_from(table, sizeof table), dl = kvt_dev_from(&L, 4), dout = th_buf_device((size_t)L * 1024);
     th_buf_poison(&dout, 0x5A);
     dsv4_kv_gather_desc_t dg = {.num_reqs = 1,

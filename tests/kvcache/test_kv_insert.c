@@ -59,8 +59,8 @@ static void insert_one(th_ctx_t *t, const uint16_t *row, uint8_t *page) {
 }
 
 void test_kv_insert_known_answers(th_ctx_t *t) {
-    uint16_t *row = aligned_alloc(64, 1024);
-    uint8_t *page = aligned_alloc(64, 1728);
+    uint16_t *row = th_aligned_alloc(64, 1024);
+    uint8_t *page = th_aligned_alloc(64, 1728);
     /* Block 0: the ramp (d-32)/8 (enc 121); block 1: [300, -0.7, 5, 0...] (enc 127);
      * block 2: zeros with a -0.0 (enc 105); block 3: bf16(1e-5) below the floor (enc 105);
      * block 4: amax 1.7578125 (enc 120); block 5: amax 450 (enc 128); block 6: bf16 max
@@ -127,9 +127,9 @@ void test_kv_insert_random_vs_model(th_ctx_t *t) {
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; ++gi) {
         const kvt_geom_t g = geoms[gi];
         const int64_t T = g.num_pages * g.P < 300 ? g.num_pages * g.P : 300, kst = gi % 2 ? 512 : 520;
-        uint16_t *k = aligned_alloc(64, (size_t)(T * kst * 2 + 64));
+        uint16_t *k = th_aligned_alloc(64, (size_t)(T * kst * 2 + 64));
         int64_t *slots = malloc((size_t)T * sizeof *slots);
-        uint8_t *got = aligned_alloc(64, kvt_cache_bytes(g)), *want = malloc(kvt_cache_bytes(g));
+        uint8_t *got = th_aligned_alloc(64, kvt_cache_bytes(g)), *want = malloc(kvt_cache_bytes(g));
         int *kinds = malloc((size_t)T * sizeof *kinds);
         kvt_fill_rows(r, k, T, kst, KVT_ROW_KINDS, kinds);
         kvt_make_slots(r, g, T, 1, slots);
@@ -162,9 +162,9 @@ void test_kv_insert_gather_roundtrip(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 4};
     const int64_t T = 200;
-    uint16_t *k = aligned_alloc(64, (size_t)T * 1024), *out = aligned_alloc(64, (size_t)T * 1024);
+    uint16_t *k = th_aligned_alloc(64, (size_t)T * 1024), *out = th_aligned_alloc(64, (size_t)T * 1024);
     int32_t table[4] = {2, 0, 3, 1}, L = (int32_t)T;
-    uint8_t *cache = aligned_alloc(64, kvt_cache_bytes(g));
+    uint8_t *cache = th_aligned_alloc(64, kvt_cache_bytes(g));
     int64_t *slots = malloc((size_t)T * sizeof *slots);
     kvt_fill_rows(r, k, T, 512, KVT_ROW_NORMAL + 1, NULL); /* finite kinds */
     for (int64_t i = 0; i < T; ++i) slots[i] = table[i / 64] * 64 + i % 64;

@@ -14,7 +14,7 @@
 
 /* A random cos/sin table: angles theta_i * pos as the model would have them. */
 static float *make_table(th_rng_t *r, int64_t max_pos) {
-    float *cs = aligned_alloc(64, (size_t)(max_pos * 64 * sizeof(float)));
+    float *cs = th_aligned_alloc(64, (size_t)(max_pos * 64 * sizeof(float)));
     const double base = 1.0 + 9999.0 * th_rng_unit(r);
     for (int64_t p = 0; p < max_pos; ++p)
         for (int i = 0; i < 32; ++i) {
@@ -41,15 +41,15 @@ static void spec_rope_row(const uint16_t *kv, const float *cs, int64_t pos, int6
 void test_kv_swa_known_answers(th_ctx_t *t) {
     /* One token, heads: all 1.0; all 2.0; all 3.0 (eps 0: rq = 1, 1/2, fl(1/3)); one
      * padding head. Position 3 has cos 0, sin 1 (a quarter turn): (a, b) -> (-b, a). */
-    uint16_t *q = aligned_alloc(64, 4 * 1024), *kv = aligned_alloc(64, 1024);
-    float *cs = aligned_alloc(64, 4 * 64 * sizeof(float));
+    uint16_t *q = th_aligned_alloc(64, 4 * 1024), *kv = th_aligned_alloc(64, 1024);
+    float *cs = th_aligned_alloc(64, 4 * 64 * sizeof(float));
     for (int i = 0; i < 4 * 64; ++i) cs[i] = (i % 64) < 32 ? 1.0f : 0.0f;
     for (int i = 0; i < 32; ++i) cs[3 * 64 + i] = 0.0f, cs[3 * 64 + 32 + i] = 1.0f;
     for (int h = 0; h < 4; ++h)
         for (int d = 0; d < 512; ++d) q[h * 512 + d] = h < 3 ? dsv4_f32_to_bf16((float)(h + 1)) : 0x1234;
     for (int d = 0; d < 512; ++d) kv[d] = dsv4_f32_to_bf16((float)(d % 7) - 3.5f);
     const int64_t pos = 3, slot = 5;
-    uint8_t *page = aligned_alloc(64, 37440), *want = malloc(37440);
+    uint8_t *page = th_aligned_alloc(64, 37440), *want = malloc(37440);
     memset(page, 0xEE, 37440);
     memcpy(want, page, 37440);
     dsv4_kv_swa_write_desc_t d = {.num_tokens = 1,
@@ -94,8 +94,8 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const kvt_geom_t g = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 12};
     const int64_t N = 120, Ni = 100, max_pos = 300, kvs = 528;
-    uint16_t *q = aligned_alloc(64, (size_t)N * 1024), *kv = aligned_alloc(64, (size_t)(N * kvs * 2));
-    uint16_t *rot = aligned_alloc(64, (size_t)N * 1024);
+    uint16_t *q = th_aligned_alloc(64, (size_t)N * 1024), *kv = th_aligned_alloc(64, (size_t)(N * kvs * 2));
+    uint16_t *rot = th_aligned_alloc(64, (size_t)N * 1024);
     float *cs = make_table(r, max_pos);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)Ni * 8);
     for (int64_t i = 0; i < N; ++i)
@@ -103,8 +103,8 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
     th_fill_bf16_normal(r, q, (size_t)N * 512, 1.0);
     kvt_fill_rows(r, kv, N, kvs, KVT_ROW_KINDS, NULL);
     kvt_make_slots(r, g, Ni, 1, slots);
-    uint8_t *got = aligned_alloc(64, kvt_cache_bytes(g)), *model = malloc(kvt_cache_bytes(g));
-    uint8_t *via_insert = aligned_alloc(64, kvt_cache_bytes(g));
+    uint8_t *got = th_aligned_alloc(64, kvt_cache_bytes(g)), *model = malloc(kvt_cache_bytes(g));
+    uint8_t *via_insert = th_aligned_alloc(64, kvt_cache_bytes(g));
     for (size_t b = 0; b < kvt_cache_bytes(g); ++b) got[b] = (uint8_t)(b * 13 + 1);
     memcpy(model, got, kvt_cache_bytes(g));
     memcpy(via_insert, got, kvt_cache_bytes(g));
@@ -141,8 +141,8 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
     th_rng_t *r = th_rng(t);
     const int64_t N = 40, H = 3, Hp = 5, sh = 520, st = Hp * sh + 64, max_pos = 64;
     const float eps = 1e-6f;
-    uint16_t *q = aligned_alloc(64, (size_t)(N * st * 2)), *q0 = malloc((size_t)(N * st * 2));
-    uint16_t *kv = aligned_alloc(64, 1024);
+    uint16_t *q = th_aligned_alloc(64, (size_t)(N * st * 2)), *q0 = malloc((size_t)(N * st * 2));
+    uint16_t *kv = th_aligned_alloc(64, 1024);
     float *cs = make_table(r, max_pos);
     int64_t *pos = malloc((size_t)N * 8), slot = -1;
     for (int64_t i = 0; i < N * st; ++i) q[i] = (uint16_t)th_rng_u32(r); /* gaps: junk that must stay */
@@ -154,7 +154,7 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
     for (int64_t n = 0; n < N; ++n) pos[n] = th_rng_range(r, 0, max_pos - 1);
     memset(kv, 0, 1024);
     memcpy(q0, q, (size_t)(N * st * 2));
-    uint8_t *cache = aligned_alloc(64, 19008);
+    uint8_t *cache = th_aligned_alloc(64, 19008);
     dsv4_kv_swa_write_desc_t d = {.num_tokens = N,
                                   .num_insert = 1,
                                   .num_heads = H,
