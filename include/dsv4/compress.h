@@ -2,8 +2,9 @@
  * The compress family: operators around attention that are not attention itself.
  *
  *   dsv4_inv_rope          undo the RoPE rotation of the attention output, in place
+ *   dsv4_engram_lookup     fetch and dequantize Engram hash-table rows into bf16
  *
- * Number formats (bf16): dsv4/numerics.h. Both operators are
+ * Number formats (bf16, fp8 e4m3fn, UE8M0 scales): dsv4/numerics.h. Both operators are
  * bit-exact against their CPU references (the kernels call the same converters).
  *
  * Every call: NULL descriptor, args or required pointer -> NULL_POINTER; a NULL stream
@@ -26,6 +27,8 @@ extern "C" {
 #define DSV4_INV_ROPE_HEAD_DIM 512  /* bf16 elements per head row of o                  */
 #define DSV4_INV_ROPE_FIRST_DIM 448 /* first rotated dim; dims 448..511 hold 32 pairs    */
 #define DSV4_INV_ROPE_PAIRS 32      /* rotated pairs per head row                        */
+#define DSV4_ENGRAM_BLOCK 32        /* dims sharing one UE8M0 scale byte                  */
+#define DSV4_ENGRAM_MAX_HEAD_DIM 4096
 
 /* =================================================================================
  * dsv4_inv_rope: inverse GPT-J RoPE on the attention output, in place
@@ -77,6 +80,69 @@ dsv4_status_t dsv4_inv_rope_workspace_size(const dsv4_inv_rope_desc_t *desc, siz
 dsv4_status_t dsv4_inv_rope(const dsv4_inv_rope_desc_t *desc, const dsv4_inv_rope_args_t *args, void *workspace,
                             size_t workspace_bytes, dsv4_stream_t stream);
 dsv4_status_t dsv4_inv_rope_ref(const dsv4_inv_rope_desc_t *desc, const dsv4_inv_rope_args_t *args);
+
+/* =================================================================================
+ * dsv4_engram_lookup: Engram table rows -> bf16
+ * =================================================================================
+ * Per token, an n-gram hash gives n_cols absolute table row ids (one per hash column).
+ * A tensor-parallel rank owns the columns [head_start, head_start + local_heads) and the
+ * table rows [vocab_start, vocab_end), stored as values (e4m3 bytes) with one UE8M0
+ * scale byte per 32 dims. For every output row r < num_tokens * local_heads:
+ *     t = r / local_heads,   h = head_start + r % local_heads
+ *     id = h < n_cols ? ids[t * ids_stride_token + h * ids_stride_head] : -1
+ *     owned = h < n_cols and vocab_start <= id < vocab_end;   k = id - vocab_start
+ *     out[r, d] = owned ? bf16(e4m3(values[k, d]) * scale(scales[k, d / 32])) : +0.0
+ * for d < head_dim: one fp32 product, one round-to-nearest-even. The scale is decoded by
+ * shifting the byte into the fp32 exponent field: 2^(enc - 127) for enc 1..254, +0.0 for
+ * enc 0, +inf for enc 255. Codes 0x7F/0xFF give NaN; enc 255 gives +-inf (NaN for a zero
+ * code); subnormal products are kept, not flushed. Rows not owned (column padding, the
+ * dead id -1, ids of another rank's rows) are written as zeros; every output element is
+ * written.
+ *
+ *   values   e4m3 [vocab_end - vocab_start, head_dim], row stride values_stride_bytes;
+ *            16-byte aligned, stride a multiple of 16 (the kernel reads 16-byte pieces)
+ *   scales   UE8M0 [vocab_end - vocab_start, head_dim / 32], row stride
+ *            scales_stride_bytes; any alignment
+ *   ids      int32 [num_tokens, n_cols], strides ids_stride_token, ids_stride_head
+ *            (elements); 4-byte aligned
+ *   out      bf16 [num_tokens, local_heads, head_dim], contiguous; 16-byte aligned
+ * values and scales may live in device memory or in pinned host memory mapped into the
+ * device (cudaHostAlloc with cudaHostAllocMapped, then cudaHostGetDevicePointer): the
+ * kernel reads them with plain global loads. From host memory every row crosses the bus,
+ * so issue the lookup early on a side stream.
+ *
+ * Errors: num_tokens outside [0, 2^31-1], n_cols or local_heads outside [1, 65536],
+ * head_start outside [0, 2^31-1], head_dim outside [32, 4096] or not a multiple of 32,
+ * vocab_start outside [0, 2^31-1], vocab_end outside [vocab_start, 2^31], strides below
+ * their minimum or overflowing a 64-bit offset -> INVALID_VALUE; values_stride_bytes not
+ * a multiple of 16, misaligned values/ids/out -> MISALIGNED. num_tokens = 0 validates
+ * and launches nothing. */
+typedef struct dsv4_engram_lookup_desc {
+    int64_t num_tokens;          /* T                                                         */
+    int64_t n_cols;              /* hash columns per token, all ranks together                */
+    int64_t head_start;          /* first column of this rank                                 */
+    int64_t local_heads;         /* columns of this rank = out's head dimension                */
+    int64_t head_dim;            /* D: dims per row, a multiple of 32 in [32, 4096]           */
+    int64_t ids_stride_token;    /* elements; 0 means n_cols * ids_stride_head                */
+    int64_t ids_stride_head;     /* elements; 0 means 1                                       */
+    int64_t vocab_start;         /* first table row of this rank (row 0 of values)            */
+    int64_t vocab_end;           /* one past the last table row of this rank                  */
+    int64_t values_stride_bytes; /* bytes between value rows; 0 means head_dim                */
+    int64_t scales_stride_bytes; /* bytes between scale rows; 0 means head_dim / 32            */
+} dsv4_engram_lookup_desc_t;
+
+typedef struct dsv4_engram_lookup_args {
+    const uint8_t *values; /* e4m3 codes                                                   */
+    const uint8_t *scales; /* UE8M0 bytes                                                  */
+    const int32_t *ids;    /* absolute table row per (token, column)                       */
+    uint16_t *out;         /* bf16 [num_tokens, local_heads, head_dim]                      */
+} dsv4_engram_lookup_args_t;
+
+dsv4_status_t dsv4_engram_lookup_check(const dsv4_engram_lookup_desc_t *desc);
+dsv4_status_t dsv4_engram_lookup_workspace_size(const dsv4_engram_lookup_desc_t *desc, size_t *bytes);
+dsv4_status_t dsv4_engram_lookup(const dsv4_engram_lookup_desc_t *desc, const dsv4_engram_lookup_args_t *args,
+                                 void *workspace, size_t workspace_bytes, dsv4_stream_t stream);
+dsv4_status_t dsv4_engram_lookup_ref(const dsv4_engram_lookup_desc_t *desc, const dsv4_engram_lookup_args_t *args);
 
 #ifdef __cplusplus
 }
