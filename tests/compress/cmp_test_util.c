@@ -140,3 +140,44 @@ size_t ct_cmp_bf16(th_ctx_t *t, const char *what, const uint16_t *got, const uin
     if (bad > 6) th_fail(t, __FILE__, __LINE__, "%s: %zu mismatches in all", what, bad);
     return bad;
 }
+
+const dsv4_engram_lookup_desc_t ct_engram_shapes[CT_ENGRAM_SHAPES] = {
+    /* V4.1-Flash-like: 8 heads x 256 per rank, columns 16..23 of 20 (4 padding columns) */
+    {.num_tokens = 100,
+     .n_cols = 20,
+     .head_start = 16,
+     .local_heads = 8,
+     .head_dim = 256,
+     .vocab_start = 3000,
+     .vocab_end = 3000 + 8192},
+    /* every column live; ids a layer slice of [T, 3, n_cols], padded table rows */
+    {.num_tokens = 100,
+     .n_cols = 8,
+     .local_heads = 8,
+     .head_dim = 256,
+     .ids_stride_token = 24,
+     .vocab_start = 0,
+     .vocab_end = 700,
+     .values_stride_bytes = 272,
+     .scales_stride_bytes = 12},
+    /* transposed ids, D = 96 (not a power of two) */
+    {.num_tokens = 33,
+     .n_cols = 6,
+     .local_heads = 6,
+     .head_dim = 96,
+     .ids_stride_token = 1,
+     .ids_stride_head = 33,
+     .vocab_start = 5,
+     .vocab_end = 300},
+    {.num_tokens = 7, .n_cols = 3, .head_start = 1, .local_heads = 2, .head_dim = 32, .vocab_end = 50},
+    {.num_tokens = 3, .n_cols = 2, .local_heads = 2, .head_dim = 4096, .vocab_start = 100, .vocab_end = 140},
+    /* an empty shard: every row zero */
+    {.num_tokens = 5, .n_cols = 4, .local_heads = 4, .head_dim = 64, .vocab_start = 77, .vocab_end = 77},
+};
+
+void ct_engram_name(char *buf, size_t n, const char *where, const dsv4_engram_lookup_desc_t *s) {
+    snprintf(buf, n, "engram %s T=%lld cols %lld+%lld of %lld D=%lld strides %lld/%lld/%lld/%lld", where,
+             (long long)s->num_tokens, (long long)s->head_start, (long long)s->local_heads, (long long)s->n_cols,
+             (long long)s->head_dim, (long long)s->ids_stride_token, (long long)s->ids_stride_head,
+             (long long)s->values_stride_bytes, (long long)s->scales_stride_bytes);
+}

@@ -16,26 +16,43 @@
 
 #define MIS(p, bytes) ((void *)((char *)(p) + (bytes)))
 
-/* ---- inv_rope ------------------------------------------------------------------------ */
-static void ir_expect(th_ctx_t *t, const dsv4_inv_rope_desc_t *d, const dsv4_inv_rope_args_t *a, int desc_case,
-                      dsv4_status_t st, const char *field, const char *value) {
-    char call[96];
-    if (desc_case) {
-        size_t ws = 99;
-        snprintf(call, sizeof call, "inv_rope_check [%s]", field);
-        TH_EXPECT_STATUS(t, dsv4_inv_rope_check(d), st);
-        ct_expect_error(t, call, "inv_rope", field, value);
-        TH_EXPECT_STATUS(t, dsv4_inv_rope_workspace_size(d, &ws), st);
-        TH_CHECK(t, ws == 99, "inv_rope_workspace_size wrote %zu on failure", ws);
+/* ir_expect / eg_expect: a bad descriptor (desc_case) fails every function of operator
+ * OP; bad args fail the run call and the reference. NAME_null: the NULL descriptor, args,
+ * bytes and stream cases, and workspace_size 0 for a good descriptor. */
+#define CT_EXPECT_FNS(NAME, OP, desc_t, args_t)                                                                        \
+    static void NAME(th_ctx_t *t, const desc_t *d, const args_t *a, int desc_case, dsv4_status_t st,                   \
+                     const char *field, const char *value) {                                                           \
+        char call[96];                                                                                                 \
+        if (desc_case) {                                                                                               \
+            size_t ws = 99;                                                                                            \
+            snprintf(call, sizeof call, #OP "_check [%s]", field);                                                     \
+            TH_EXPECT_STATUS(t, dsv4_##OP##_check(d), st);                                                             \
+            ct_expect_error(t, call, #OP, field, value);                                                               \
+            TH_EXPECT_STATUS(t, dsv4_##OP##_workspace_size(d, &ws), st);                                               \
+            TH_CHECK(t, ws == 99, #OP "_workspace_size wrote %zu on failure", ws);                                     \
+        }                                                                                                              \
+        snprintf(call, sizeof call, #OP " [%s]", field);                                                               \
+        TH_EXPECT_STATUS(t, dsv4_##OP(d, a, NULL, 0, NULL), st);                                                       \
+        ct_expect_error(t, call, #OP, field, value);                                                                   \
+        snprintf(call, sizeof call, #OP "_ref [%s]", field);                                                           \
+        TH_EXPECT_STATUS(t, dsv4_##OP##_ref(d, a), st);                                                                \
+        ct_expect_error(t, call, #OP, field, value);                                                                   \
+    }                                                                                                                  \
+    static void NAME##_null(th_ctx_t *t, const desc_t *good, const args_t *ga) {                                       \
+        size_t ws = 1;                                                                                                 \
+        NAME(t, NULL, ga, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);                                                  \
+        NAME(t, good, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);                                                \
+        TH_EXPECT_STATUS(t, dsv4_##OP##_workspace_size(good, NULL), DSV4_STATUS_NULL_POINTER);                         \
+        ct_expect_error(t, "workspace_size(desc, NULL)", #OP, "bytes", NULL);                                          \
+        TH_EXPECT_STATUS(t, dsv4_##OP(good, ga, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);                             \
+        ct_expect_error(t, "NULL stream", #OP, "stream", NULL);                                                        \
+        TH_OK(t, dsv4_##OP##_workspace_size(good, &ws));                                                               \
+        TH_CHECK(t, ws == 0, #OP " needs no workspace, says %zu", ws);                                                 \
     }
-    snprintf(call, sizeof call, "inv_rope [%s]", field);
-    TH_EXPECT_STATUS(t, dsv4_inv_rope(d, a, NULL, 0, NULL), st);
-    ct_expect_error(t, call, "inv_rope", field, value);
-    snprintf(call, sizeof call, "inv_rope_ref [%s]", field);
-    TH_EXPECT_STATUS(t, dsv4_inv_rope_ref(d, a), st);
-    ct_expect_error(t, call, "inv_rope", field, value);
-}
+CT_EXPECT_FNS(ir_expect, inv_rope, dsv4_inv_rope_desc_t, dsv4_inv_rope_args_t)
+CT_EXPECT_FNS(eg_expect, engram_lookup, dsv4_engram_lookup_desc_t, dsv4_engram_lookup_args_t)
 
+/* ---- inv_rope ------------------------------------------------------------------------ */
 void test_cmp_bad_input_inv_rope(th_ctx_t *t) {
     enum { N = 4 * 3 * 512 };
     uint16_t *o = aligned_alloc(64, N * 2 + 64), *keep = malloc(N * 2);
@@ -47,12 +64,7 @@ void test_cmp_bad_input_inv_rope(th_ctx_t *t) {
     memcpy(keep, o, N * 2);
     const dsv4_inv_rope_desc_t good = {.num_tokens = 4, .num_heads = 2, .num_heads_padded = 3, .max_position = 8};
     const dsv4_inv_rope_args_t ga = {o, pos, cs};
-    ir_expect(t, NULL, &ga, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);
-    ir_expect(t, &good, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);
-    TH_EXPECT_STATUS(t, dsv4_inv_rope_workspace_size(&good, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "workspace_size(desc, NULL)", "inv_rope", "bytes", NULL);
-    TH_EXPECT_STATUS(t, dsv4_inv_rope(&good, &ga, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "NULL stream", "inv_rope", "stream", NULL);
+    ir_expect_null(t, &good, &ga);
     dsv4_inv_rope_desc_t d;
 #define DCASE(assign, st, field, value) (d = good, assign, ir_expect(t, &d, &ga, 1, st, field, value))
     DCASE(d.num_tokens = -1, DSV4_STATUS_INVALID_VALUE, "num_tokens", "-1");
@@ -84,25 +96,6 @@ void test_cmp_bad_input_inv_rope(th_ctx_t *t) {
 }
 
 /* ---- engram_lookup ------------------------------------------------------------------- */
-static void eg_expect(th_ctx_t *t, const dsv4_engram_lookup_desc_t *d, const dsv4_engram_lookup_args_t *a,
-                      int desc_case, dsv4_status_t st, const char *field, const char *value) {
-    char call[96];
-    if (desc_case) {
-        size_t ws = 99;
-        snprintf(call, sizeof call, "engram_lookup_check [%s]", field);
-        TH_EXPECT_STATUS(t, dsv4_engram_lookup_check(d), st);
-        ct_expect_error(t, call, "engram_lookup", field, value);
-        TH_EXPECT_STATUS(t, dsv4_engram_lookup_workspace_size(d, &ws), st);
-        TH_CHECK(t, ws == 99, "engram_lookup_workspace_size wrote %zu on failure", ws);
-    }
-    snprintf(call, sizeof call, "engram_lookup [%s]", field);
-    TH_EXPECT_STATUS(t, dsv4_engram_lookup(d, a, NULL, 0, NULL), st);
-    ct_expect_error(t, call, "engram_lookup", field, value);
-    snprintf(call, sizeof call, "engram_lookup_ref [%s]", field);
-    TH_EXPECT_STATUS(t, dsv4_engram_lookup_ref(d, a), st);
-    ct_expect_error(t, call, "engram_lookup", field, value);
-}
-
 void test_cmp_bad_input_engram(th_ctx_t *t) {
     enum { T = 4, COLS = 4, D = 256, ROWS = 16, OUT = T * 2 * D };
     uint8_t *values = aligned_alloc(64, ROWS * D + 64), *scales = aligned_alloc(64, ROWS * 8 + 64);
@@ -115,12 +108,7 @@ void test_cmp_bad_input_engram(th_ctx_t *t) {
     const dsv4_engram_lookup_desc_t good = {
         .num_tokens = T, .n_cols = COLS, .head_start = 2, .local_heads = 2, .head_dim = D, .vocab_end = ROWS};
     const dsv4_engram_lookup_args_t ga = {values, scales, ids, out};
-    eg_expect(t, NULL, &ga, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);
-    eg_expect(t, &good, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);
-    TH_EXPECT_STATUS(t, dsv4_engram_lookup_workspace_size(&good, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "workspace_size(desc, NULL)", "engram_lookup", "bytes", NULL);
-    TH_EXPECT_STATUS(t, dsv4_engram_lookup(&good, &ga, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "NULL stream", "engram_lookup", "stream", NULL);
+    eg_expect_null(t, &good, &ga);
     dsv4_engram_lookup_desc_t d;
 #define DCASE(assign, st, field, value) (d = good, assign, eg_expect(t, &d, &ga, 1, st, field, value))
     DCASE(d.num_tokens = -1, DSV4_STATUS_INVALID_VALUE, "num_tokens", "-1");

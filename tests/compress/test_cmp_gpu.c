@@ -19,10 +19,11 @@ static th_buf_t dev_from(const void *host, size_t n) {
     return b;
 }
 
+/* A device buffer still holds `host`, byte for byte, inside intact guards. */
 static void expect_unchanged(th_ctx_t *t, const char *what, const th_buf_t *b, const void *host) {
-    void *now = malloc(b->bytes);
+    uint8_t *now = malloc(b->bytes);
     th_buf_download(b, now);
-    TH_CHECK(t, memcmp(now, host, b->bytes) == 0, "input %s was modified", what);
+    th_cmp_bytes(t, what, now, host, b->bytes);
     th_buf_guards_ok(t, b, what);
     free(now);
 }
@@ -122,11 +123,7 @@ static void gpu_eg_case(th_ctx_t *t, dsv4_engram_lookup_desc_t shape, int host_m
         TH_OK(t, dsv4_engram_lookup_ref(&c.d, &ha));
         th_buf_download(&dout, got);
         char what[160];
-        snprintf(what, sizeof what, "engram %s T=%lld cols %lld+%lld of %lld D=%lld strides %lld/%lld/%lld/%lld",
-                 host_mapped ? "host-mapped" : "device", (long long)shape.num_tokens, (long long)shape.head_start,
-                 (long long)shape.local_heads, (long long)shape.n_cols, (long long)shape.head_dim,
-                 (long long)shape.ids_stride_token, (long long)shape.ids_stride_head,
-                 (long long)shape.values_stride_bytes, (long long)shape.scales_stride_bytes);
+        ct_engram_name(what, sizeof what, host_mapped ? "host-mapped" : "device", &shape);
         ct_cmp_bf16(t, what, got, want, c.out_elems, (size_t)shape.head_dim);
         th_buf_guards_ok(t, &dout, "out");
         expect_unchanged(t, "ids", &di, c.ids);
@@ -144,45 +141,19 @@ done:
     ct_engram_case_free(&c);
 }
 
-static const dsv4_engram_lookup_desc_t eg_model = {.num_tokens = 100,
-                                                   .n_cols = 20,
-                                                   .head_start = 16,
-                                                   .local_heads = 8,
-                                                   .head_dim = 256,
-                                                   .vocab_start = 3000,
-                                                   .vocab_end = 3000 + 8192};
+/* T=100, 8 heads x 256, 4 padding columns */
+static const dsv4_engram_lookup_desc_t *const eg_model = &ct_engram_shapes[0];
 
 void test_cmp_gpu_engram(th_ctx_t *t) {
-    gpu_eg_case(t, eg_model, 0);
-    dsv4_engram_lookup_desc_t d = eg_model;
-    d.head_start = 0; /* every column live */
+    for (int i = 0; i < CT_ENGRAM_SHAPES; ++i) gpu_eg_case(t, ct_engram_shapes[i], 0);
+    dsv4_engram_lookup_desc_t d = *eg_model;
+    d.num_tokens = 0; /* validates, launches nothing */
     gpu_eg_case(t, d, 0);
-    d.ids_stride_token = 3 * 20, d.values_stride_bytes = 272, d.scales_stride_bytes = 12; /* strided */
-    gpu_eg_case(t, d, 0);
-    gpu_eg_case(t,
-                (dsv4_engram_lookup_desc_t){.num_tokens = 33,
-                                            .n_cols = 6,
-                                            .local_heads = 6,
-                                            .head_dim = 96,
-                                            .ids_stride_token = 1,
-                                            .ids_stride_head = 33,
-                                            .vocab_start = 5,
-                                            .vocab_end = 300},
-                0); /* transposed ids, D = 96 */
-    gpu_eg_case(
-        t,
-        (dsv4_engram_lookup_desc_t){.num_tokens = 3, .n_cols = 2, .local_heads = 2, .head_dim = 4096, .vocab_end = 40},
-        0);
-    gpu_eg_case(
-        t, (dsv4_engram_lookup_desc_t){.num_tokens = 0, .n_cols = 2, .local_heads = 2, .head_dim = 32, .vocab_end = 4},
-        0); /* no-op */
 }
 
 void test_cmp_gpu_engram_host_mapped(th_ctx_t *t) {
-    gpu_eg_case(t, eg_model, 1);
-    dsv4_engram_lookup_desc_t d = eg_model;
-    d.values_stride_bytes = 272, d.scales_stride_bytes = 9;
-    gpu_eg_case(t, d, 1);
+    gpu_eg_case(t, ct_engram_shapes[0], 1);
+    gpu_eg_case(t, ct_engram_shapes[1], 1); /* strided tables */
 }
 
 /* ---- failing calls and graph capture ------------------------------------------------------ */
@@ -205,7 +176,7 @@ void test_cmp_gpu_bad_input_writes_nothing(th_ctx_t *t) {
     ir_case_free(&c);
 
     ct_engram_case_t e;
-    ct_engram_case(th_rng(t), &eg_model, &e);
+    ct_engram_case(th_rng(t), eg_model, &e);
     th_buf_t dv = dev_from(e.values, e.values_bytes), dsc = dev_from(e.scales, e.scales_bytes);
     th_buf_t di = dev_from(e.ids, e.ids_elems * 4), dout = th_buf_device(e.out_elems * 2);
     th_buf_poison(&dout, 0x3C);
@@ -231,7 +202,7 @@ void test_cmp_gpu_graph_capture(th_ctx_t *t) {
     ir_case_t c;
     ir_case(th_rng(t), (dsv4_inv_rope_desc_t){.num_tokens = 128, .num_heads = 16, .max_position = 256}, &c);
     ct_engram_case_t e;
-    ct_engram_case(th_rng(t), &eg_model, &e);
+    ct_engram_case(th_rng(t), eg_model, &e);
     th_buf_t dob = dev_from(c.o, c.o_elems * 2), dpos = dev_from(c.pos, 128 * 8), dcs = dev_from(c.cs, 256 * 256);
     th_buf_t dv = dev_from(e.values, e.values_bytes), dsc = dev_from(e.scales, e.scales_bytes);
     th_buf_t di = dev_from(e.ids, e.ids_elems * 4), dout = th_buf_device(e.out_elems * 2);

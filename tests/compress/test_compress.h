@@ -36,6 +36,13 @@ void ct_engram_case_free(ct_engram_case_t *c);
 /* out of the case by the contract, element by element through ct_model_engram. */
 void ct_engram_model(const ct_engram_case_t *c, uint16_t *out);
 
+/* Engram shapes the CPU and GPU tests share: model-like, strided, transposed ids, several
+ * D, an empty shard. */
+#define CT_ENGRAM_SHAPES 6
+extern const dsv4_engram_lookup_desc_t ct_engram_shapes[CT_ENGRAM_SHAPES];
+/* "engram <where> T=.. cols ..": a case's name for failure messages. */
+void ct_engram_name(char *buf, size_t n, const char *where, const dsv4_engram_lookup_desc_t *s);
+
 /* bf16 arrays compared bit for bit; the first mismatches reported as (row, col) of rows of
  * `cols`. Returns the count. */
 size_t ct_cmp_bf16(th_ctx_t *t, const char *what, const uint16_t *got, const uint16_t *want, size_t n, size_t cols);

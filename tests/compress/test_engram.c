@@ -128,11 +128,7 @@ static void ref_case(th_ctx_t *t, dsv4_engram_lookup_desc_t shape) {
     const dsv4_engram_lookup_args_t a = {c.values, c.scales, c.ids, out};
     TH_OK(t, dsv4_engram_lookup_ref(&c.d, &a));
     char what[160];
-    snprintf(what, sizeof what, "engram T=%lld cols %lld+%lld of %lld D=%lld strides %lld/%lld/%lld/%lld",
-             (long long)shape.num_tokens, (long long)shape.head_start, (long long)shape.local_heads,
-             (long long)shape.n_cols, (long long)shape.head_dim, (long long)shape.ids_stride_token,
-             (long long)shape.ids_stride_head, (long long)shape.values_stride_bytes,
-             (long long)shape.scales_stride_bytes);
+    ct_engram_name(what, sizeof what, "reference", &shape);
     ct_cmp_bf16(t, what, out, want, c.out_elems, (size_t)shape.head_dim);
     th_buf_guards_ok(t, &ob, "out");
     th_buf_free(&ob);
@@ -141,49 +137,5 @@ static void ref_case(th_ctx_t *t, dsv4_engram_lookup_desc_t shape) {
 }
 
 void test_engram_vs_model(th_ctx_t *t) {
-    /* V4.1-Flash-like: 8 heads x 256 per rank, columns 16..23 of 20 (4 padding columns) */
-    ref_case(t, (dsv4_engram_lookup_desc_t){.num_tokens = 100,
-                                            .n_cols = 20,
-                                            .head_start = 16,
-                                            .local_heads = 8,
-                                            .head_dim = 256,
-                                            .vocab_start = 1000,
-                                            .vocab_end = 5096});
-    /* strided: ids a layer slice of [T, 3, n_cols], padded table rows */
-    ref_case(t, (dsv4_engram_lookup_desc_t){.num_tokens = 40,
-                                            .n_cols = 16,
-                                            .head_start = 8,
-                                            .local_heads = 8,
-                                            .head_dim = 256,
-                                            .ids_stride_token = 48,
-                                            .vocab_start = 0,
-                                            .vocab_end = 700,
-                                            .values_stride_bytes = 272,
-                                            .scales_stride_bytes = 12});
-    /* transposed ids, D = 96 (not a power of two) */
-    ref_case(t, (dsv4_engram_lookup_desc_t){.num_tokens = 33,
-                                            .n_cols = 6,
-                                            .local_heads = 6,
-                                            .head_dim = 96,
-                                            .ids_stride_token = 1,
-                                            .ids_stride_head = 33,
-                                            .vocab_start = 5,
-                                            .vocab_end = 300});
-    ref_case(t, (dsv4_engram_lookup_desc_t){.num_tokens = 7,
-                                            .n_cols = 3,
-                                            .head_start = 1,
-                                            .local_heads = 2,
-                                            .head_dim = 32,
-                                            .vocab_start = 0,
-                                            .vocab_end = 50});
-    ref_case(t, (dsv4_engram_lookup_desc_t){.num_tokens = 3,
-                                            .n_cols = 2,
-                                            .local_heads = 2,
-                                            .head_dim = 4096,
-                                            .vocab_start = 100,
-                                            .vocab_end = 140});
-    /* an empty shard: every row zero */
-    ref_case(t,
-             (dsv4_engram_lookup_desc_t){
-                 .num_tokens = 5, .n_cols = 4, .local_heads = 4, .head_dim = 64, .vocab_start = 77, .vocab_end = 77});
+    for (int i = 0; i < CT_ENGRAM_SHAPES; ++i) ref_case(t, ct_engram_shapes[i]);
 }
