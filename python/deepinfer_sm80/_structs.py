@@ -20,6 +20,11 @@ DSV4_MLA_TOL_MAX_ABS = 1e-2  # attention.h
 DSV4_MLA_TOL_REL_L2 = 5e-3  # attention.h
 DSV4_MLA_TOL_PARTIAL_LSE = 1e-3  # attention.h
 DSV4_MLA_TOL_UNIT_PREFILL = 4.8e-3  # attention.h
+DSV4_INV_ROPE_HEAD_DIM = 512  # compress.h
+DSV4_INV_ROPE_FIRST_DIM = 448  # compress.h
+DSV4_INV_ROPE_PAIRS = 32  # compress.h
+DSV4_ENGRAM_BLOCK = 32  # compress.h
+DSV4_ENGRAM_MAX_HEAD_DIM = 4096  # compress.h
 DSV4_KV_DIM = 512  # kvcache.h
 DSV4_KV_NOPE_DIM = 448  # kvcache.h
 DSV4_KV_ROPE_DIM = 64  # kvcache.h
@@ -165,6 +170,52 @@ class dsv4_sparse_mla_prefill_args_t(ctypes.Structure):
         ("out", ctypes.c_void_p),  # void *out
         ("ref_out", ctypes.c_void_p),  # double *ref_out
         ("ref_lse", ctypes.c_void_p),  # double *ref_lse
+    ]
+
+# ---- compress.h ----
+
+
+class dsv4_inv_rope_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("num_heads", ctypes.c_int64),  # int64_t num_heads
+        ("num_heads_padded", ctypes.c_int64),  # int64_t num_heads_padded
+        ("o_stride_token", ctypes.c_int64),  # int64_t o_stride_token
+        ("o_stride_head", ctypes.c_int64),  # int64_t o_stride_head
+        ("max_position", ctypes.c_int64),  # int64_t max_position
+    ]
+
+
+class dsv4_inv_rope_args_t(ctypes.Structure):
+    _fields_ = [
+        ("o", ctypes.c_void_p),  # uint16_t *o
+        ("position_ids", ctypes.c_void_p),  # const int64_t *position_ids
+        ("cos_sin_cache", ctypes.c_void_p),  # const float *cos_sin_cache
+    ]
+
+
+class dsv4_engram_lookup_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("n_cols", ctypes.c_int64),  # int64_t n_cols
+        ("head_start", ctypes.c_int64),  # int64_t head_start
+        ("local_heads", ctypes.c_int64),  # int64_t local_heads
+        ("head_dim", ctypes.c_int64),  # int64_t head_dim
+        ("ids_stride_token", ctypes.c_int64),  # int64_t ids_stride_token
+        ("ids_stride_head", ctypes.c_int64),  # int64_t ids_stride_head
+        ("vocab_start", ctypes.c_int64),  # int64_t vocab_start
+        ("vocab_end", ctypes.c_int64),  # int64_t vocab_end
+        ("values_stride_bytes", ctypes.c_int64),  # int64_t values_stride_bytes
+        ("scales_stride_bytes", ctypes.c_int64),  # int64_t scales_stride_bytes
+    ]
+
+
+class dsv4_engram_lookup_args_t(ctypes.Structure):
+    _fields_ = [
+        ("values", ctypes.c_void_p),  # const uint8_t *values
+        ("scales", ctypes.c_void_p),  # const uint8_t *scales
+        ("ids", ctypes.c_void_p),  # const int32_t *ids
+        ("out", ctypes.c_void_p),  # uint16_t *out
     ]
 
 # ---- indices.h ----
@@ -536,6 +587,10 @@ STRUCTS = [
     dsv4_sparse_mla_plan_t,
     dsv4_sparse_mla_prefill_desc_t,
     dsv4_sparse_mla_prefill_args_t,
+    dsv4_inv_rope_desc_t,
+    dsv4_inv_rope_args_t,
+    dsv4_engram_lookup_desc_t,
+    dsv4_engram_lookup_args_t,
     dsv4_topk_translate_desc_t,
     dsv4_topk_translate_args_t,
     dsv4_topk_translate_packed_args_t,
@@ -586,6 +641,14 @@ PROTOTYPES = {
     "dsv4_sparse_mla_prefill_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.c_void_p]),
     "dsv4_sparse_mla_prefill": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.POINTER(dsv4_sparse_mla_prefill_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_sparse_mla_prefill_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.POINTER(dsv4_sparse_mla_prefill_args_t)]),
+    "dsv4_inv_rope_check": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t)]),
+    "dsv4_inv_rope_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.c_void_p]),
+    "dsv4_inv_rope": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.POINTER(dsv4_inv_rope_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_inv_rope_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.POINTER(dsv4_inv_rope_args_t)]),
+    "dsv4_engram_lookup_check": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t)]),
+    "dsv4_engram_lookup_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.c_void_p]),
+    "dsv4_engram_lookup": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.POINTER(dsv4_engram_lookup_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_engram_lookup_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.POINTER(dsv4_engram_lookup_args_t)]),
     "dsv4_topk_translate_check": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t)]),
     "dsv4_topk_translate_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.c_void_p]),
     "dsv4_topk_translate": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.POINTER(dsv4_topk_translate_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),

@@ -1,0 +1,229 @@
+/*
+ * Benchmark cases of the compress family, timed through the public API.
+ *
+ *   inv_rope       T=N H=h        N tokens at positions 0..N-1, h live heads of 512 dims,
+ *                                 a rotary table with theta 10000; bytes = N * h * 256
+ *                                 (the 128 RoPE bytes of a head row read and written) +
+ *                                 N * (256 + 8) (the token's table row and position);
+ *                                 ceiling: copy (N = 8,192) or the empty launch (N = 24)
+ *   engram_lookup  T=N H=h D=d    N tokens, h columns of d dims, every id owned (the
+ *                                 floor's case), tables in device memory; bytes =
+ *                                 N * h * (d + d/32 + 4 read, 2d written); ceiling: copy
+ *                                 (N = 8,192) or the empty launch (N = 24)
+ *
+ * With --check each case first compares one run with the CPU reference, every element.
+ * Without a GPU each case runs its reference on a smaller input of the same kind and
+ * checks invariants that hold by construction: inv_rope leaves dims below 448 and the
+ * position-0 rows (cos 1, sin 0) bit for bit and keeps each pair's norm within bf16
+ * rounding; engram_lookup's every element equals code * 2^(enc - 127) exactly.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "dsv4/compress.h"
+#include "dsv4/numerics.h"
+
+static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
+
+/* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
+static uint16_t rand_bf16(uint64_t *s) {
+    const uint64_t v = bench_rng_next(s);
+    return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
+}
+
+/* ---- inv_rope ------------------------------------------------------------------------------ */
+typedef struct {
+    dsv4_inv_rope_desc_t d;
+    dsv4_inv_rope_args_t a;
+} ir_state_t;
+static dsv4_status_t ir_launch(bench_ctx_t *ctx, void *st) {
+    ir_state_t *g = st;
+    return dsv4_inv_rope(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void ir_cpu(void *st) {
+    ir_state_t *g = st;
+    dsv4_inv_rope_ref(&g->d, &g->a);
+}
+
+static void ir_problem(int64_t T, int64_t H, uint64_t *s, ir_state_t *h) {
+    h->d = (dsv4_inv_rope_desc_t){.num_tokens = T, .num_heads = H, .max_position = T};
+    uint16_t *o = malloc((size_t)(T * H) * 1024);
+    int64_t *pos = malloc((size_t)T * 8);
+    float *cs = malloc((size_t)T * 256);
+    for (int64_t i = 0; i < T * H * 512; ++i) o[i] = rand_bf16(s);
+    for (int64_t n = 0; n < T; ++n) {
+        pos[n] = n;
+        for (int i = 0; i < 32; ++i) {
+            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
+            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
+        }
+    }
+    h->a = (dsv4_inv_rope_args_t){o, pos, cs};
+}
+static void ir_free(ir_state_t *h) { free(h->a.o), free((void *)h->a.position_ids), free((void *)h->a.cos_sin_cache); }
+
+static int ir_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int64_t H) {
+    uint64_t s = 0x1A7;
+    ir_state_t h;
+    bench_timing_t tm;
+    ir_problem(T, H, &s, &h);
+    uint16_t *in = malloc((size_t)(T * H) * 1024);
+    memcpy(in, h.a.o, (size_t)(T * H) * 1024);
+    bench_time_cpu(ir_cpu, &h, 1, &tm); /* once: the operator works in place */
+    int ok = 1;
+    for (int64_t r = 0; r < T * H; ++r) {
+        const uint16_t *x = in + r * 512, *y = h.a.o + r * 512;
+        ok &= !memcmp(x, y, r < H ? 1024 : 896); /* token 0 rotates by (1, 0) */
+        for (int i = 0; i < 32; ++i) {
+            const double a = dsv4_bf16_to_f32(x[448 + 2 * i]), b = dsv4_bf16_to_f32(x[449 + 2 * i]);
+            const double ya = dsv4_bf16_to_f32(y[448 + 2 * i]), yb = dsv4_bf16_to_f32(y[449 + 2 * i]);
+            ok &= fabs(sqrt(ya * ya + yb * yb) - sqrt(a * a + b * b)) <= 0x1p-7 * sqrt(a * a + b * b);
+        }
+    }
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=%lld H=%lld", (long long)T, (long long)H);
+    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    free(in);
+    ir_free(&h);
+    return !ok;
+}
+
+static int run_inv_rope(bench_ctx_t *ctx, const char *op, const char *name) {
+    long long T = 0, H = 0;
+    if (sscanf(name, "T=%lld H=%lld", &T, &H) != 2) return 1;
+    if (!ctx->have_gpu) return ir_cpu_case(ctx, op, name, T < 64 ? T : 64, H);
+    uint64_t s = 0x1A7;
+    ir_state_t h, dv;
+    bench_timing_t tm;
+    ir_problem(T, H, &s, &h);
+    const size_t ob = (size_t)(T * H) * 1024;
+    void *dox = bench_dev_alloc(ob), *dpos = bench_dev_alloc((size_t)T * 8), *dcs = bench_dev_alloc((size_t)T * 256);
+    int rc = 1;
+    if (dox && dpos && dcs && !bench_upload(dox, h.a.o, ob) && !bench_upload(dpos, h.a.position_ids, (size_t)T * 8) &&
+        !bench_upload(dcs, h.a.cos_sin_cache, (size_t)T * 256)) {
+        dv = h;
+        dv.a = (dsv4_inv_rope_args_t){dox, dpos, dcs};
+        int ok = 1;
+        if (ctx->check) {
+            uint16_t *got = malloc(ob);
+            ok = !bench_run_once(ctx, ir_launch, &dv) && !bench_download(got, dox, ob);
+            dsv4_inv_rope_ref(&h.d, &h.a);
+            ok = ok && !memcmp(got, h.a.o, ob);
+            free(got);
+        }
+        if (bench_time(ctx, ir_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("compress bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            bench_report(ctx, op, name, "in place, positions 0..T-1, theta 10000; check: every element of o", &tm,
+                         (double)T * (double)H * 256 + (double)T * 264, 0,
+                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dox), bench_dev_free(dpos), bench_dev_free(dcs);
+    ir_free(&h);
+    return rc;
+}
+
+/* ---- engram_lookup -------------------------------------------------------------------------- */
+typedef struct {
+    dsv4_engram_lookup_desc_t d;
+    dsv4_engram_lookup_args_t a;
+} eg_state_t;
+static dsv4_status_t eg_launch(bench_ctx_t *ctx, void *st) {
+    eg_state_t *g = st;
+    return dsv4_engram_lookup(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void eg_cpu(void *st) {
+    eg_state_t *g = st;
+    dsv4_engram_lookup_ref(&g->d, &g->a);
+}
+
+enum { EG_TABLE_ROWS = 1 << 16 };
+
+/* T tokens, H columns of D dims all owned, ids uniform over a 64K-row table whose codes are
+ * finite and whose scales are 115..135. */
+static void eg_problem(int64_t T, int64_t H, int64_t D, uint64_t *s, eg_state_t *h) {
+    h->d = (dsv4_engram_lookup_desc_t){
+        .num_tokens = T, .n_cols = H, .local_heads = H, .head_dim = D, .vocab_end = EG_TABLE_ROWS};
+    uint8_t *values = malloc((size_t)(EG_TABLE_ROWS * D)), *scales = malloc((size_t)(EG_TABLE_ROWS * D / 32));
+    int32_t *ids = malloc((size_t)(T * H) * 4);
+    for (int64_t i = 0; i < EG_TABLE_ROWS * D; ++i) {
+        const uint8_t b = (uint8_t)bench_rng_next(s);
+        values[i] = (b & 0x7F) == 0x7F ? b ^ 1 : b; /* no NaN codes */
+    }
+    for (int64_t i = 0; i < EG_TABLE_ROWS * D / 32; ++i) scales[i] = (uint8_t)(115 + bench_rng_next(s) % 21);
+    for (int64_t i = 0; i < T * H; ++i) ids[i] = (int32_t)(bench_rng_next(s) % EG_TABLE_ROWS);
+    h->a = (dsv4_engram_lookup_args_t){values, scales, ids, malloc((size_t)(T * H * D) * 2)};
+}
+static void eg_free(eg_state_t *h) {
+    free((void *)h->a.values), free((void *)h->a.scales), free((void *)h->a.ids), free(h->a.out);
+}
+
+static int eg_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int64_t H, int64_t D) {
+    uint64_t s = 0xE6;
+    eg_state_t h;
+    bench_timing_t tm;
+    eg_problem(T, H, D, &s, &h);
+    bench_time_cpu(eg_cpu, &h, 5, &tm);
+    int ok = 1;
+    for (int64_t r = 0; r < T * H; ++r) {
+        const uint8_t *v = h.a.values + h.a.ids[r] * D, *sc = h.a.scales + h.a.ids[r] * (D / 32);
+        for (int64_t e = 0; e < D; ++e)
+            ok &= (double)dsv4_bf16_to_f32(h.a.out[r * D + e]) == ldexp(dsv4_e4m3_to_f32(v[e]), sc[e / 32] - 127);
+    }
+    char ran[64];
+    snprintf(ran, sizeof ran, "T=%lld H=%lld D=%lld", (long long)T, (long long)H, (long long)D);
+    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    eg_free(&h);
+    return !ok;
+}
+
+static int run_engram(bench_ctx_t *ctx, const char *op, const char *name) {
+    long long T = 0, H = 0, D = 0;
+    if (sscanf(name, "T=%lld H=%lld D=%lld", &T, &H, &D) != 3) return 1;
+    if (!ctx->have_gpu) return eg_cpu_case(ctx, op, name, T < 64 ? T : 64, H, D);
+    uint64_t s = 0xE6;
+    eg_state_t h, dv;
+    bench_timing_t tm;
+    eg_problem(T, H, D, &s, &h);
+    const size_t vb = (size_t)(EG_TABLE_ROWS * D), sb = vb / 32, ib = (size_t)(T * H) * 4, ob = (size_t)(T * H * D) * 2;
+    void *dval = bench_dev_alloc(vb), *dsc = bench_dev_alloc(sb), *dids = bench_dev_alloc(ib),
+         *dout = bench_dev_alloc(ob);
+    int rc = 1;
+    if (dval && dsc && dids && dout && !bench_upload(dval, h.a.values, vb) && !bench_upload(dsc, h.a.scales, sb) &&
+        !bench_upload(dids, h.a.ids, ib)) {
+        dv = h;
+        dv.a = (dsv4_engram_lookup_args_t){dval, dsc, dids, dout};
+        int ok = 1;
+        if (ctx->check) {
+            uint16_t *got = malloc(ob);
+            ok = !bench_run_once(ctx, eg_launch, &dv) && !bench_download(got, dout, ob);
+            dsv4_engram_lookup_ref(&h.d, &h.a);
+            ok = ok && !memcmp(got, h.a.out, ob);
+            free(got);
+        }
+        if (bench_time(ctx, eg_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("compress bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            bench_report(ctx, op, name, "device tables of 65536 rows, every id owned; check: every element", &tm,
+                         (double)T * (double)H * (double)(D + D / 32 + 4 + 2 * D), 0,
+                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dval), bench_dev_free(dsc), bench_dev_free(dids), bench_dev_free(dout);
+    eg_free(&h);
+    return rc;
+}
+
+const bench_case_t bench_compress_cases[] = {
+    {"inv_rope", "T=8192 H=64", run_inv_rope},
+    {"inv_rope", "T=24 H=64", run_inv_rope},
+    {"engram_lookup", "T=8192 H=8 D=256", run_engram},
+    {"engram_lookup", "T=24 H=8 D=256", run_engram},
+};
+const int bench_compress_count = (int)(sizeof bench_compress_cases / sizeof bench_compress_cases[0]);

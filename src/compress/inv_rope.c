@@ -1,0 +1,82 @@
+/* dsv4_inv_rope: host side (validate, plan, launch). Contract: include/dsv4/compress.h. */
+#include "common/error.h"
+#include "compress/compress_common.h"
+#include "compress/inv_rope_config.h"
+
+static const char *const op = "inv_rope";
+
+#define INV_ROPE_MAX_HEADS 1024
+
+/* A stride of o in elements: >= min, `count` of them addressable with a 64-bit byte
+ * offset, and a multiple of 8 so every row's RoPE segment stays 16-byte aligned. */
+static dsv4_status_t check_o_stride(const char *what, int64_t v, int64_t min, int64_t count) {
+    if (v < min)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below its minimum %lld", what, (long long)v,
+                         (long long)min);
+    if (count > 1 && v > INT64_MAX / 2 / count)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld times %lld overflows a 64-bit byte offset", what,
+                         (long long)v, (long long)count);
+    if (v % 8)
+        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of 8 elements (16-byte rows)", what,
+                         (long long)v);
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t inv_rope_plan(const dsv4_inv_rope_desc_t *d, inv_rope_plan_t *plan) {
+    DSV4_TRY(dsv4_check_ptr(op, "desc", d));
+    DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
+    DSV4_TRY(dsv4_check_range(op, "num_heads", d->num_heads, 1, INV_ROPE_MAX_HEADS));
+    const int64_t hp = d->num_heads_padded ? d->num_heads_padded : d->num_heads;
+    DSV4_TRY(dsv4_check_range(op, "num_heads_padded", hp, d->num_heads, INV_ROPE_MAX_HEADS));
+    DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
+    /* Head rows must not overlap: they are rewritten in place in parallel. */
+    const int64_t sh = d->o_stride_head ? d->o_stride_head : DSV4_INV_ROPE_HEAD_DIM;
+    DSV4_TRY(check_o_stride("o_stride_head", sh, DSV4_INV_ROPE_HEAD_DIM, hp));
+    const int64_t st = d->o_stride_token ? d->o_stride_token : hp * sh;
+    DSV4_TRY(check_o_stride("o_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
+    plan->heads_padded = hp;
+    plan->o_stride_head = sh;
+    plan->o_stride_token = st;
+    plan->units = d->num_tokens * d->num_heads * INV_ROPE_SEGS_PER_ROW;
+    return DSV4_STATUS_SUCCESS;
+}
+
+dsv4_status_t dsv4_inv_rope_check(const dsv4_inv_rope_desc_t *desc) {
+    inv_rope_plan_t plan;
+    return inv_rope_plan(desc, &plan);
+}
+
+dsv4_status_t dsv4_inv_rope_workspace_size(const dsv4_inv_rope_desc_t *desc, size_t *bytes) {
+    DSV4_TRY(dsv4_check_ptr(op, "bytes", bytes));
+    DSV4_TRY(dsv4_inv_rope_check(desc));
+    *bytes = 0;
+    return DSV4_STATUS_SUCCESS;
+}
+
+/* Pointers and the alignment the kernel's 16-byte accesses need (the reference checks the same). */
+static dsv4_status_t check_args(const dsv4_inv_rope_args_t *a) {
+    DSV4_TRY(dsv4_check_ptr(op, "args", a));
+    DSV4_TRY(dsv4_check_ptr(op, "o", a->o));
+    DSV4_TRY(dsv4_check_ptr(op, "position_ids", a->position_ids));
+    DSV4_TRY(dsv4_check_ptr(op, "cos_sin_cache", a->cos_sin_cache));
+    DSV4_TRY(dsv4_check_align(op, "o", a->o, 16));
+    DSV4_TRY(dsv4_check_align(op, "position_ids", a->position_ids, 8));
+    return dsv4_check_align(op, "cos_sin_cache", a->cos_sin_cache, 16);
+}
+
+dsv4_status_t dsv4_inv_rope(const dsv4_inv_rope_desc_t *desc, const dsv4_inv_rope_args_t *args, void *workspace,
+                            size_t workspace_bytes, dsv4_stream_t stream) {
+    inv_rope_plan_t plan;
+    DSV4_TRY(inv_rope_plan(desc, &plan));
+    DSV4_TRY(check_args(args));
+    DSV4_TRY(cmp_check_run(op, stream, workspace, workspace_bytes));
+    if (desc->num_tokens == 0) return DSV4_STATUS_SUCCESS;
+    return inv_rope_launch(desc, &plan, args, stream);
+}
+
+dsv4_status_t dsv4_inv_rope_ref(const dsv4_inv_rope_desc_t *desc, const dsv4_inv_rope_args_t *args) {
+    inv_rope_plan_t plan;
+    DSV4_TRY(inv_rope_plan(desc, &plan));
+    DSV4_TRY(check_args(args));
+    return inv_rope_ref_run(desc, &plan, args);
+}
