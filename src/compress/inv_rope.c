@@ -7,21 +7,6 @@ static const char *const op = "inv_rope";
 
 #define INV_ROPE_MAX_HEADS 1024
 
-/* A stride of o in elements: >= min, `count` of them addressable with a 64-bit byte
- * offset, and a multiple of 8 so every row's RoPE segment stays 16-byte aligned. */
-static dsv4_status_t check_o_stride(const char *what, int64_t v, int64_t min, int64_t count) {
-    if (v < min)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below its minimum %lld", what, (long long)v,
-                         (long long)min);
-    if (count > 1 && v > INT64_MAX / 2 / count)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld times %lld overflows a 64-bit byte offset", what,
-                         (long long)v, (long long)count);
-    if (v % 8)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of 8 elements (16-byte rows)", what,
-                         (long long)v);
-    return DSV4_STATUS_SUCCESS;
-}
-
 dsv4_status_t inv_rope_plan(const dsv4_inv_rope_desc_t *d, inv_rope_plan_t *plan) {
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
@@ -31,9 +16,9 @@ dsv4_status_t inv_rope_plan(const dsv4_inv_rope_desc_t *d, inv_rope_plan_t *plan
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
     /* Head rows must not overlap: they are rewritten in place in parallel. */
     const int64_t sh = d->o_stride_head ? d->o_stride_head : DSV4_INV_ROPE_HEAD_DIM;
-    DSV4_TRY(check_o_stride("o_stride_head", sh, DSV4_INV_ROPE_HEAD_DIM, hp));
+    DSV4_TRY(dsv4_check_row_stride(op, "o_stride_head", sh, DSV4_INV_ROPE_HEAD_DIM, hp));
     const int64_t st = d->o_stride_token ? d->o_stride_token : hp * sh;
-    DSV4_TRY(check_o_stride("o_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
+    DSV4_TRY(dsv4_check_row_stride(op, "o_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
     plan->heads_padded = hp;
     plan->o_stride_head = sh;
     plan->o_stride_token = st;

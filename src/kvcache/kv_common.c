@@ -21,21 +21,6 @@ dsv4_status_t kv_check_cache(const char *op, int64_t P, int64_t stride, int64_t 
     return dsv4_check_range(op, "num_pages", num_pages, 1, INT64_MAX / stride);
 }
 
-dsv4_status_t kv_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows) {
-    if (stride < min_elems)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below its minimum %lld", what, (long long)stride,
-                         (long long)min_elems);
-    /* rows * stride bf16 elements must have a 64-bit byte offset. */
-    if (rows > 1 && stride > INT64_MAX / 2 / rows)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld over %lld rows overflows a 64-bit byte offset", what,
-                         (long long)stride, (long long)rows);
-    if (stride % 8 != 0)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
-                         "%s = %lld is not a multiple of 8 elements (rows must stay 16-byte aligned)", what,
-                         (long long)stride);
-    return DSV4_STATUS_SUCCESS;
-}
-
 dsv4_status_t kv_check_run(const char *op, dsv4_stream_t stream, const void *workspace, size_t workspace_bytes) {
     DSV4_TRY(dsv4_check_stream(op, stream));
     return dsv4_check_workspace(op, 0, workspace, workspace_bytes);

@@ -18,11 +18,6 @@ extern "C" {
 /* The cache rules of include/dsv4/kvcache.h: page_tokens, page_stride_bytes, num_pages. */
 dsv4_status_t kv_check_cache(const char *op, int64_t page_tokens, int64_t page_stride_bytes, int64_t num_pages);
 
-/* A bf16 row stride in elements: >= min_elems, `rows` rows of it addressable with 64-bit
- * byte offsets (INVALID_VALUE), and a multiple of 8 so rows stay 16-byte aligned
- * (MISALIGNED). */
-dsv4_status_t kv_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows);
-
 /* Run-call preamble shared by the operators: the stream and the (unused) workspace. */
 dsv4_status_t kv_check_run(const char *op, dsv4_stream_t stream, const void *workspace, size_t workspace_bytes);
 
