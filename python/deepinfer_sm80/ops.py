@@ -1,0 +1,258 @@
+"""torch custom ops (namespace `dsv4`) over the binding, for torch.compile and CUDA graphs.
+
+    import deepinfer_sm80.ops as ops          # needs torch; `import deepinfer_sm80` alone does not
+    torch.ops.dsv4.kv_gather(cache, seq_lens, block_table, out, page_tokens=64)
+
+Each op is the binding function of the same name (deepinfer_sm80.kvcache / indices / attention /
+mhc, which the docstrings here follow) in out-argument style: the caller passes every output, the
+op writes it (and the in-place inputs: kv_swa_write's q, the caches) and returns None. Those
+tensors are declared mutated in the schema; the fake implementations return None and touch no
+data, so torch.compile traces the ops without running them. CUDA tensors run the kernels on
+torch's current stream, CPU tensors the C references, as in the binding.
+
+topk_translate_packed, sparse_mla_decode, mhc_gates, mhc_pre and mhc_seam take a `workspace`
+(uint8, at least the library's workspace size; `Planner.workspace(device)`), so no op allocates:
+the calls can be captured into a CUDA graph. The other ops need none. Outputs and in-place
+tensors must not overlap each other or the inputs.
+
+The host reference's fp64 outputs (sparse MLA ref_out / ref_lse) and mhc gate-constant overrides
+are left to the binding functions: the ops take the model's constants of `variant`.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import attention as _att
+from . import indices as _idx
+from . import kvcache as _kv
+from . import mhc as _mhc
+from .planner import Planner
+
+V41, V4 = _mhc.V41, _mhc.V4
+ROUTE_AUTO = _mhc.ROUTE_AUTO
+
+__all__ = [
+    "Planner", "kv_insert", "kv_swa_write", "kv_gather", "topk_translate", "topk_translate_packed",
+    "combine_topk_swa", "decode_swa_indices", "sparse_mla_decode", "sparse_mla_prefill", "mhc_post", "mhc_collapse",
+    "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
+]
+
+
+def _no_output(*args, **kwargs):
+    """Fake implementation: the ops return nothing, so tracing needs no shapes or data."""
+    return None
+
+
+def _op(*mutates):
+    """Register fn as dsv4::<fn name> writing `mutates`, with the fake implementation."""
+    def wrap(fn):
+        custom = torch.library.custom_op(f"dsv4::{fn.__name__}", mutates_args=mutates)(fn)
+        custom.register_fake(_no_output)
+        custom.__doc__ = fn.__doc__
+        return custom
+    return wrap
+
+
+# ---- kvcache ----------------------------------------------------------------------------------
+@_op("cache")
+def kv_insert(k: Tensor, slot_mapping: Tensor, cache: Tensor, *, page_tokens: int,
+              page_stride_bytes: Optional[int] = None) -> None:
+    """Quantize bf16 rows k[t] and write them at slot_mapping[t] of cache (negative: skipped).
+
+    k: bf16 [>= T, 512]; slot_mapping: int64 [T]; cache: uint8 pages [num_pages, ...] (or 1-D
+    with page_stride_bytes), written."""
+    _kv.kv_insert(k, slot_mapping, cache, page_tokens=page_tokens, page_stride_bytes=page_stride_bytes)
+
+
+@_op("q", "cache")
+def kv_swa_write(q: Tensor, kv: Tensor, position_ids: Tensor, slot_mapping: Tensor, cos_sin_cache: Tensor,
+                 cache: Tensor, *, page_tokens: int, eps: float, num_heads: Optional[int] = None,
+                 page_stride_bytes: Optional[int] = None) -> None:
+    """Fused SWA writer: q RMS norm + RoPE in place, kv RoPE + quantize + insert into cache.
+
+    q: bf16 [N, Hpad, 512], written (heads >= num_heads zeroed); kv: bf16 [>= N_insert, 512];
+    position_ids: int64 [N]; slot_mapping: int64 [N_insert <= N]; cos_sin_cache: fp32
+    [max_position, 64]; cache: uint8 pages, written."""
+    _kv.kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, page_tokens=page_tokens, eps=eps,
+                     num_heads=num_heads, page_stride_bytes=page_stride_bytes)
+
+
+@_op("out")
+def kv_gather(cache: Tensor, seq_lens: Tensor, block_table: Tensor, out: Tensor, gather_lens: Optional[Tensor] = None,
+              *, page_tokens: int, offset: int = 0, max_gather_len: int = 0,
+              page_stride_bytes: Optional[int] = None) -> None:
+    """Dequantize each request's last G = gather_lens[b] (or seq_lens[b]) positions into
+    out[b, offset : offset + G] (other rows untouched).
+
+    cache: uint8 pages; seq_lens, gather_lens: int32 [R]; block_table: int32 [R, width];
+    out: bf16 [>= R, M, 512], written."""
+    _kv.kv_gather(cache, seq_lens, block_table, out, page_tokens=page_tokens, gather_lens=gather_lens,
+                  offset=offset, max_gather_len=max_gather_len, page_stride_bytes=page_stride_bytes)
+
+
+# ---- indices ----------------------------------------------------------------------------------
+@_op("global_indices", "lens")
+def topk_translate(topk_indices: Tensor, token_to_req: Tensor, block_table: Tensor, is_valid_token: Tensor,
+                   global_indices: Tensor, lens: Tensor, *, page_tokens: int) -> None:
+    """Local compressed top-k indices -> global slot ids (-1 invalid) and per-token counts.
+
+    topk_indices: int32 [T, K]; token_to_req: int32 [T]; block_table: int32 [R, width];
+    is_valid_token: bool/uint8 [T]; global_indices: int32 [T, K] and lens: int32 [T], written."""
+    _idx.topk_translate(topk_indices, token_to_req, block_table, is_valid_token, page_tokens=page_tokens,
+                        global_indices=global_indices, lens=lens)
+
+
+@_op("lens", "indptr", "packed", "workspace")
+def topk_translate_packed(topk_indices: Tensor, token_to_req: Tensor, block_table: Tensor, is_valid_token: Tensor,
+                          lens: Tensor, indptr: Tensor, packed: Tensor, workspace: Tensor, *,
+                          page_tokens: int) -> None:
+    """The ragged form of topk_translate. Inputs as there; lens: int32 [T], indptr: int32
+    [T+1], packed: int32 [>= T*K] (entries [0, indptr[T]) written); workspace: uint8
+    (Planner.topk_translate_packed)."""
+    _idx.topk_translate_packed(topk_indices, token_to_req, block_table, is_valid_token, page_tokens=page_tokens,
+                               lens=lens, indptr=indptr, packed=packed, workspace=workspace)
+
+
+@_op("combined", "combined_lens")
+def combine_topk_swa(topk_indices: Optional[Tensor], query_start_loc: Tensor, seq_lens: Tensor, gather_lens: Tensor,
+                     combined: Tensor, combined_lens: Tensor, *, topk: int, window: int, ratio: int, slab_rows: int,
+                     swa_row0: int, mode: int = _idx.V4_1) -> None:
+    """Prefill rows of one chunk: top-k workspace rows, then the sliding window, then -1.
+
+    topk_indices: int32 [T, >= topk] or None (topk == 0 or ratio == 0); query_start_loc: int32
+    [R+1]; seq_lens, gather_lens: int32 [R]; combined: int32 [T, >= combine_cols(topk,
+    window)] and combined_lens: int32 [T], written."""
+    _idx.combine_topk_swa(topk_indices, query_start_loc, seq_lens, gather_lens, topk=topk, window=window, ratio=ratio,
+                          slab_rows=slab_rows, swa_row0=swa_row0, mode=mode, combined=combined,
+                          combined_lens=combined_lens)
+
+
+@_op("swa_indices", "swa_lens")
+def decode_swa_indices(token_to_req: Tensor, positions: Tensor, is_valid_token: Tensor, block_table: Tensor,
+                       swa_indices: Tensor, swa_lens: Tensor, *, window: int, page_tokens: int) -> None:
+    """Decode SWA lists: global slots of positions max(pos-W+1, 0)..pos, then -1.
+
+    token_to_req, positions: int32 [T]; is_valid_token: bool/uint8 [T]; block_table: int32
+    [R, width]; swa_indices: int32 [T, >= W] or [T, 1, >= W] and swa_lens: int32 [T], written."""
+    _idx.decode_swa_indices(token_to_req, positions, is_valid_token, block_table, window=window,
+                            page_tokens=page_tokens, swa_indices=swa_indices, swa_lens=swa_lens)
+
+
+# ---- attention --------------------------------------------------------------------------------
+@_op("out", "workspace")
+def sparse_mla_decode(q: Tensor, main_cache: Tensor, main_ids: Tensor, main_lens: Tensor, out: Tensor,
+                      workspace: Tensor, extra_cache: Optional[Tensor] = None, extra_ids: Optional[Tensor] = None,
+                      extra_lens: Optional[Tensor] = None, sink: Optional[Tensor] = None, *, main_page_tokens: int,
+                      extra_page_tokens: Optional[int] = None, scale: float = 0.0, num_splits: int = 0,
+                      force_merge: bool = False, config: int = 0, sm_count: int = 0,
+                      main_page_stride_bytes: Optional[int] = None,
+                      extra_page_stride_bytes: Optional[int] = None) -> None:
+    """Sparse MLA decode over the main (SWA) list, then the extra (compressed) list.
+
+    q: bf16 [T, H, 512]; *_cache: uint8 pages; *_ids: int32 [T, width]; *_lens: int32 [T];
+    sink: fp32 [H] or None; out: bf16 [T, H, 512], written; workspace: uint8
+    (Planner.sparse_mla_decode with the same num_splits / force_merge / config / sm_count)."""
+    _att.sparse_mla_decode(q, main_cache, main_ids, main_lens, main_page_tokens=main_page_tokens,
+                           extra_cache=extra_cache, extra_ids=extra_ids, extra_lens=extra_lens,
+                           extra_page_tokens=extra_page_tokens, sink=sink, out=out, scale=scale,
+                           num_splits=num_splits, force_merge=force_merge, config=config, sm_count=sm_count,
+                           main_page_stride_bytes=main_page_stride_bytes,
+                           extra_page_stride_bytes=extra_page_stride_bytes, workspace=workspace)
+
+
+@_op("out")
+def sparse_mla_prefill(q: Tensor, kv: Tensor, ids: Tensor, lens: Tensor, out: Tensor, sink: Optional[Tensor] = None,
+                       *, scale: float = 0.0, config: int = 0) -> None:
+    """Sparse MLA prefill over bf16 rows: J(t) = ids[t, :lens[t]] restricted to [0, kv_rows).
+
+    q: bf16 [T, H, 512]; kv: bf16 [rows, >= 512] or [R, M, 512]; ids: int32 [T, C];
+    lens: int32 [T]; sink: fp32 [H] or None; out: bf16 [T, H, 512], written."""
+    _att.sparse_mla_prefill(q, kv, ids, lens, sink=sink, out=out, scale=scale, config=config)
+
+
+# ---- mhc ----------------------------------------------------------------------------------------
+@_op("residual_out", "sqrsum")
+def mhc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor, residual_out: Tensor,
+             sqrsum: Optional[Tensor] = None) -> None:
+    """R_new[k] = post[k] * x + sum_j comb[j][k] * R[j].
+
+    x: bf16 [T, H]; residual: bf16 [T, 4, H]; post: fp32 [T, 4] or [T, 4, 1]; comb: fp32
+    [T, 4, 4]; residual_out: bf16 [T, 4, H] and sqrsum: fp32 [T] (or None), written."""
+    _mhc.mhc_post(x, residual, post, comb, residual_out=residual_out, sqrsum=sqrsum)
+
+
+@_op("out", "aux")
+def mhc_collapse(residual: Tensor, out: Tensor, pre_mix: Optional[Tensor] = None,
+                 norm_weight: Optional[Tensor] = None, aux: Optional[Tensor] = None, *, variant: int = V41,
+                 norm_eps: Optional[float] = None) -> None:
+    """out = [RMSNorm](bf16(sum_j p[j] R[j])), p = pre_mix (None: stream 0); aux = stream mean.
+
+    residual: bf16 [T, 4, H]; pre_mix: fp32 [T, 4]; norm_weight: bf16 [H]; out: bf16 [T, H] and
+    aux: bf16 [T, H] (or None), written."""
+    _mhc.mhc_collapse(residual, pre_mix, norm_weight, variant=variant, norm_eps=norm_eps, out=out, aux=aux)
+
+
+@_op("post", "comb", "pre", "workspace", "mix")
+def mhc_gates(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: Tensor, comb: Tensor, pre: Tensor,
+              workspace: Tensor, sqrsum: Optional[Tensor] = None, mix: Optional[Tensor] = None,
+              fn_split: Optional[Tensor] = None, *, variant: int = V41, route: int = ROUTE_AUTO) -> None:
+    """Projection + RMS + gates + Sinkhorn with the gate constants of `variant`.
+
+    residual: bf16 [T, 4, H] (fn fp32 [24, 4H]) or the embedding [T, H] (fn_bcast [24, H]);
+    scale: fp32 [3]; base: fp32 [24]; sqrsum: fp32 [T]; fn_split: bf16 [48, K] (mhc_fn_split);
+    post: fp32 [T, 4], comb: fp32 [T, 4, 4], pre: fp32 [T, 4], mix: fp32 [T, 24] (or None),
+    written; workspace: uint8 (Planner.mhc_gates)."""
+    _mhc.mhc_gates(residual, fn, scale, base, gate=_mhc.gate_params(variant), route=route, sqrsum=sqrsum, post=post,
+                   comb=comb, pre=pre, mix=mix, fn_split=fn_split, workspace=workspace)
+
+
+@_op("post", "comb", "pre", "layer_input", "workspace", "residual_out", "aux", "mix")
+def mhc_pre(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: Tensor, comb: Tensor, pre: Tensor,
+            layer_input: Tensor, workspace: Tensor, pre_mix: Optional[Tensor] = None,
+            norm_weight: Optional[Tensor] = None, residual_out: Optional[Tensor] = None, aux: Optional[Tensor] = None,
+            mix: Optional[Tensor] = None, fn_split: Optional[Tensor] = None, *, variant: int = V41,
+            norm_eps: Optional[float] = None, route: int = ROUTE_AUTO) -> None:
+    """Gates of a residual plus the sublayer input (V4 mhc_pre, V4.1 mhc_pre_delayed).
+
+    Inputs as mhc_gates, plus pre_mix: fp32 [T, 4] and norm_weight: bf16 [H]; written:
+    post, comb, pre, layer_input: bf16 [T, H], residual_out: bf16 [T, 4, H] (required with the
+    embedding [T, H] as residual, else None), aux: bf16 [T, H], mix: fp32 [T, 24] (or None);
+    workspace: uint8 (Planner.mhc_pre)."""
+    _mhc.mhc_pre(residual, fn, scale, base, variant=variant, norm_eps=norm_eps, pre_mix=pre_mix,
+                 norm_weight=norm_weight, route=route, post=post, comb=comb, pre=pre, layer_input=layer_input,
+                 residual_out=residual_out, aux=aux, mix=mix, fn_split=fn_split, workspace=workspace)
+
+
+@_op("residual_out", "post_out", "comb_out", "pre_out", "layer_input", "workspace", "aux", "mix")
+def mhc_seam(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor, fn: Tensor, scale: Tensor, base: Tensor,
+             residual_out: Tensor, post_out: Tensor, comb_out: Tensor, pre_out: Tensor, layer_input: Tensor,
+             workspace: Tensor, pre_mix: Optional[Tensor] = None, norm_weight: Optional[Tensor] = None,
+             aux: Optional[Tensor] = None, mix: Optional[Tensor] = None, fn_split: Optional[Tensor] = None, *,
+             variant: int = V41, norm_eps: Optional[float] = None, route: int = ROUTE_AUTO) -> None:
+    """Post of this sublayer fused with the pre of the next site.
+
+    x: bf16 [T, H]; residual: bf16 [T, 4, H]; post: fp32 [T, 4]; comb: fp32 [T, 4, 4]; fn:
+    fp32 [24, 4H]; others as mhc_pre. Written: residual_out bf16 [T, 4, H], the next site's
+    post_out / comb_out / pre_out, layer_input, aux and mix (or None); workspace: uint8
+    (Planner.mhc_seam)."""
+    _mhc.mhc_seam(x, residual, post, comb, fn, scale, base, variant=variant, norm_eps=norm_eps, pre_mix=pre_mix,
+                  norm_weight=norm_weight, route=route, residual_out=residual_out, post_out=post_out,
+                  comb_out=comb_out, pre_out=pre_out, layer_input=layer_input, aux=aux, mix=mix, fn_split=fn_split,
+                  workspace=workspace)
+
+
+@_op("out")
+def mhc_fn_bcast(fn: Tensor, out: Tensor) -> None:
+    """out[m][h] = ((fn[m][h] + fn[m][H+h]) + fn[m][2H+h]) + fn[m][3H+h].
+
+    fn: fp32 [24, 4H]; out: fp32 [24, H], written."""
+    _mhc.mhc_fn_bcast(fn, out=out)
+
+
+@_op("out")
+def mhc_fn_split(fn: Tensor, out: Tensor, *, broadcast: bool = False) -> None:
+    """fn's two-term bf16 split for the tensor-core route: rows 0..23 bf16(fn), 24..47 the rest.
+
+    fn: fp32 [24, 4H] (or fn_bcast [24, H] with broadcast=True); out: bf16 [48, K], written."""
+    _mhc.mhc_fn_split(fn, broadcast=broadcast, out=out)
