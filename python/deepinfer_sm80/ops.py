@@ -117,14 +117,15 @@ def topk_translate_packed(topk_indices: Tensor, token_to_req: Tensor, block_tabl
 @_op("combined", "combined_lens")
 def combine_topk_swa(topk_indices: Optional[Tensor], query_start_loc: Tensor, seq_lens: Tensor, gather_lens: Tensor,
                      combined: Tensor, combined_lens: Tensor, *, topk: int, window: int, ratio: int, slab_rows: int,
-                     swa_row0: int, mode: int = _idx.V4_1) -> None:
+                     swa_row0: int, combine_mode: int = _idx.V4_1) -> None:
     """Prefill rows of one chunk: top-k workspace rows, then the sliding window, then -1.
 
     topk_indices: int32 [T, >= topk] or None (topk == 0 or ratio == 0); query_start_loc: int32
     [R+1]; seq_lens, gather_lens: int32 [R]; combined: int32 [T, >= combine_cols(topk,
-    window)] and combined_lens: int32 [T], written."""
+    window)] and combined_lens: int32 [T], written. combine_mode is the binding's `mode`
+    (indices.V4_1 or V4), renamed because torch's dispatch passes its own `mode` keyword."""
     _idx.combine_topk_swa(topk_indices, query_start_loc, seq_lens, gather_lens, topk=topk, window=window, ratio=ratio,
-                          slab_rows=slab_rows, swa_row0=swa_row0, mode=mode, combined=combined,
+                          slab_rows=slab_rows, swa_row0=swa_row0, mode=combine_mode, combined=combined,
                           combined_lens=combined_lens)
 
 
