@@ -116,8 +116,9 @@ def case_sparse_mla_decode(rng):
     plan = ops.Planner()
     plan.sparse_mla_decode(2, 16, main_width=128, main_page_tokens=c["P_s"], extra_width=512,
                            extra_page_tokens=c["P_c"], sm_count=108)
-    args = (CPU.put(c["q"]), CPU.put(c["cs"]), CPU.put(c["mi"]), CPU.put(c["ml"]), _poison(rng, (2, 16, 512), np.uint16),
-            plan.workspace("cpu"), CPU.put(c["cc"]), CPU.put(c["ei"]), CPU.put(c["el"]), CPU.put(c["sink"]))
+    args = (CPU.put(c["q"]), CPU.put(c["cs"]), CPU.put(c["mi"]), CPU.put(c["ml"]),
+            _poison(rng, (2, 16, 512), np.uint16), plan.workspace("cpu"), CPU.put(c["cc"]), CPU.put(c["ei"]),
+            CPU.put(c["el"]), CPU.put(c["sink"]))
     return args, dict(main_page_tokens=c["P_s"], extra_page_tokens=c["P_c"], sm_count=108)
 
 
