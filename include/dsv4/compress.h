@@ -1,11 +1,14 @@
 /*
  * The compress family: operators around attention that are not attention itself.
  *
+ *   dsv4_compress          the V4.1 compressor: pooled, RMS-normalized latent rows
+ *                          (ratio 1 and 2, with the ratio-2 ring state)
  *   dsv4_inv_rope          undo the RoPE rotation of the attention output, in place
  *   dsv4_engram_lookup     fetch and dequantize Engram hash-table rows into bf16
  *
- * Number formats (bf16, fp8 e4m3fn, UE8M0 scales): dsv4/numerics.h. Both operators are
- * bit-exact against their CPU references (the kernels call the same converters).
+ * Number formats (bf16, fp8 e4m3fn, UE8M0 scales): dsv4/numerics.h. inv_rope, engram_lookup
+ * and compress at ratio 1 are bit-exact against their CPU references (the kernels call
+ * the same per-element functions); compress at ratio 2 meets the tolerance stated below.
  *
  * Every call: NULL descriptor, args or required pointer -> NULL_POINTER; a NULL stream
  * -> NULL_POINTER; workspace is never needed (size 0). On any failure nothing is
@@ -29,6 +32,102 @@ extern "C" {
 #define DSV4_INV_ROPE_PAIRS 32      /* rotated pairs per head row                        */
 #define DSV4_ENGRAM_BLOCK 32        /* dims sharing one UE8M0 scale byte                  */
 #define DSV4_ENGRAM_MAX_HEAD_DIM 4096
+#define DSV4_COMPRESS_DIM 512           /* latent dims; kv_score rows hold kv (and score) of this width */
+#define DSV4_COMPRESS_MIN_RING_CAP 8    /* smallest ring block, rows                                */
+#define DSV4_COMPRESS_MAX_RING_CAP 4096 /* largest ring block, rows                                 */
+
+/* =================================================================================
+ * dsv4_compress: the V4.1 compressor, ratio 1 and ratio 2
+ * =================================================================================
+ * Turns the compressor GEMM's fp32 output into bf16 latent rows, one per compressed
+ * position, for the compressed-cache writer. norm512 of a 512-dim fp32 row x:
+ *     p_l  = fmaf(x[4l], x[4l], x[4l+1]*x[4l+1]) + fmaf(x[4l+2], x[4l+2], x[4l+3]*x[4l+3])
+ *                                                     l < 128, each product and sum rounded
+ *     ssq  = p_0 after the halving tree p_l += p_(l+h) for h = 64, 32, 16, 8, 4, 2, 1
+ *     rr   = 1 / sqrtf(ssq / 512 + eps)               IEEE square root and division
+ *     latent[d] = bf16((x[d] * rr) * gamma[d])        two rounded fp32 products, RNE
+ *
+ * Ratio 1: every row t with slot[t] >= 0 gets latent[t] = norm512(kv_score[t, 0:512]).
+ *
+ * Ratio 2: positions pair up as {2v, 2v + 1}; the pair closes at the odd position. A
+ * row t of request b (query_start_loc[b] <= t < query_start_loc[b + 1]) at an odd
+ * position p >= 1 with ring_slot[t] in [0, ring_rows) gets a latent: with Q = kv_score[t]
+ * and P the row of position p - 1, which is kv_score[t - 1] unless t is the first row of
+ * its request, else ring row (ring_slot[t] - ring_slot[t] % cap) + (p - 1) % cap (the
+ * request's ring block, written by an earlier call), for each d < 512 (kv in columns
+ * 0..511, score in 512..1023):
+ *     m = max(sp, sq), ep = exp(sp - m), eq = exp(sq - m)   (sp = P[512 + d], sq = Q[512 + d])
+ *     pooled[d] = P[d] * ep / (ep + eq) + Q[d] * eq / (ep + eq)
+ *     latent[t] = norm512(pooled)
+ * Then the ring update: after every read above, each request stores the last
+ * min(rows, ring_cap) rows of its chunk (both parities), whole 1024-float rows copied bit
+ * for bit, each into ring row ring_slot[t]; rows whose ring_slot is outside
+ * [0, ring_rows) are skipped. A chunk of at least ring_cap rows overwrites the ring row
+ * its first row read; the read sees the old contents (two launches in stream order).
+ * The ring block holds cap = max(8, next_pow2(speculative tokens + 2)) rows per request.
+ *
+ * Latent rows that get no latent (ratio 1: slot < 0; ratio 2: even or negative
+ * positions, ring_slot outside the ring, rows outside every request) are not written.
+ *
+ * Exactness. Ratio 1 is bit-exact against dsv4_compress_ref (fixed order, IEEE
+ * operations on host and device). Ratio 2 needs exp, which the host C library and the
+ * device compute differently: against an fp64 evaluation of the formulas,
+ *     |latent[d] - ref[d]| <= ulp_bf16(ref[d]) + 2^-20 * rr * |gamma[d]| * max(|P[d]|, |Q[d]|)
+ * (the second term covers cancellation between the two rows); the ring contents are
+ * exact copies. Two scores of -inf give NaN (the whole row, through ssq); an all-zero
+ * pooled row gives zeros.
+ *
+ *   kv_score         fp32 [num_tokens, 512 * ratio], row stride kv_stride (a multiple of
+ *                    16 elements); 16-byte aligned
+ *   positions        int64 [num_tokens] (ratio 2; ignored at ratio 1); 8-byte aligned
+ *   gamma            bf16 [512], the compressor's RMSNorm weight; 8-byte aligned
+ *   slot             int64 [num_tokens] (ratio 1): the compressed-cache slot mapping,
+ *                    only its sign is read; 8-byte aligned
+ *   ring_slot        int64 [num_tokens] (ratio 2): blk * cap + position % cap, -1 for no
+ *                    ring; 8-byte aligned
+ *   query_start_loc  int32 [num_reqs + 1] (ratio 2): each request's rows of this call,
+ *                    ascending; 4-byte aligned
+ *   ring             fp32 [ring_rows, 1024] (ratio 2), row stride ring_stride (a
+ *                    multiple of 16); ring_rows = blocks * ring_cap; 16-byte aligned;
+ *                    read and written in place
+ *   latent           bf16 [num_tokens, 512], contiguous; 8-byte aligned
+ * ring must not overlap kv_score or latent; the rows stored by one call must name
+ * distinct ring rows (consecutive positions of distinct requests' blocks do).
+ *
+ * Errors: num_tokens outside [0, 2^31-1], ratio not 1 or 2, eps negative or not finite,
+ * kv_stride below 512 * ratio or overflowing a 64-bit byte offset; at ratio 2 also
+ * num_reqs outside [0, 2^31-2], ring_cap not a power of two in [8, 4096], ring_rows below
+ * ring_cap or not a multiple of it, ring_stride below 1024 or overflowing -> INVALID_VALUE;
+ * strides not multiples of 16, misaligned pointers -> MISALIGNED. Out-of-range values
+ * inside positions, slot, ring_slot and query_start_loc never cause an access outside
+ * the buffers above. num_tokens = 0 validates and launches nothing. */
+typedef struct dsv4_compress_desc {
+    int64_t num_tokens;  /* T: rows of kv_score, positions, slots and latent                 */
+    int64_t ratio;       /* compression ratio: 1 or 2                                         */
+    int64_t kv_stride;   /* elements between kv_score rows; 0 means 512 * ratio               */
+    int64_t num_reqs;    /* ratio 2: R, requests in query_start_loc                          */
+    int64_t ring_cap;    /* ratio 2: rows per ring block, a power of two in [8, 4096]        */
+    int64_t ring_rows;   /* ratio 2: rows of ring, a multiple of ring_cap                    */
+    int64_t ring_stride; /* ratio 2: elements between ring rows; 0 means 1024                */
+    float eps;           /* RMSNorm epsilon: finite, >= 0                                     */
+} dsv4_compress_desc_t;
+
+typedef struct dsv4_compress_args {
+    const float *kv_score;          /* [num_tokens, 512 * ratio] fp32                          */
+    const int64_t *positions;       /* [num_tokens]; ratio 2 only                              */
+    const uint16_t *gamma;          /* bf16 [512]                                              */
+    const int64_t *slot;            /* [num_tokens]; ratio 1 only                              */
+    const int64_t *ring_slot;       /* [num_tokens]; ratio 2 only                              */
+    const int32_t *query_start_loc; /* [num_reqs + 1]; ratio 2 only                            */
+    float *ring;                    /* [ring_rows, 1024] fp32, updated in place; ratio 2 only  */
+    uint16_t *latent;               /* bf16 [num_tokens, 512]; only latent rows written        */
+} dsv4_compress_args_t;
+
+dsv4_status_t dsv4_compress_check(const dsv4_compress_desc_t *desc);
+dsv4_status_t dsv4_compress_workspace_size(const dsv4_compress_desc_t *desc, size_t *bytes);
+dsv4_status_t dsv4_compress(const dsv4_compress_desc_t *desc, const dsv4_compress_args_t *args, void *workspace,
+                            size_t workspace_bytes, dsv4_stream_t stream);
+dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_compress_args_t *args);
 
 /* =================================================================================
  * dsv4_inv_rope: inverse GPT-J RoPE on the attention output, in place

@@ -25,6 +25,9 @@ DSV4_INV_ROPE_FIRST_DIM = 448  # compress.h
 DSV4_INV_ROPE_PAIRS = 32  # compress.h
 DSV4_ENGRAM_BLOCK = 32  # compress.h
 DSV4_ENGRAM_MAX_HEAD_DIM = 4096  # compress.h
+DSV4_COMPRESS_DIM = 512  # compress.h
+DSV4_COMPRESS_MIN_RING_CAP = 8  # compress.h
+DSV4_COMPRESS_MAX_RING_CAP = 4096  # compress.h
 DSV4_KV_DIM = 512  # kvcache.h
 DSV4_KV_NOPE_DIM = 448  # kvcache.h
 DSV4_KV_ROPE_DIM = 64  # kvcache.h
@@ -173,6 +176,32 @@ class dsv4_sparse_mla_prefill_args_t(ctypes.Structure):
     ]
 
 # ---- compress.h ----
+
+
+class dsv4_compress_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("kv_stride", ctypes.c_int64),  # int64_t kv_stride
+        ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
+        ("ring_cap", ctypes.c_int64),  # int64_t ring_cap
+        ("ring_rows", ctypes.c_int64),  # int64_t ring_rows
+        ("ring_stride", ctypes.c_int64),  # int64_t ring_stride
+        ("eps", ctypes.c_float),  # float eps
+    ]
+
+
+class dsv4_compress_args_t(ctypes.Structure):
+    _fields_ = [
+        ("kv_score", ctypes.c_void_p),  # const float *kv_score
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("gamma", ctypes.c_void_p),  # const uint16_t *gamma
+        ("slot", ctypes.c_void_p),  # const int64_t *slot
+        ("ring_slot", ctypes.c_void_p),  # const int64_t *ring_slot
+        ("query_start_loc", ctypes.c_void_p),  # const int32_t *query_start_loc
+        ("ring", ctypes.c_void_p),  # float *ring
+        ("latent", ctypes.c_void_p),  # uint16_t *latent
+    ]
 
 
 class dsv4_inv_rope_desc_t(ctypes.Structure):
@@ -587,6 +616,8 @@ STRUCTS = [
     dsv4_sparse_mla_plan_t,
     dsv4_sparse_mla_prefill_desc_t,
     dsv4_sparse_mla_prefill_args_t,
+    dsv4_compress_desc_t,
+    dsv4_compress_args_t,
     dsv4_inv_rope_desc_t,
     dsv4_inv_rope_args_t,
     dsv4_engram_lookup_desc_t,
@@ -641,6 +672,10 @@ PROTOTYPES = {
     "dsv4_sparse_mla_prefill_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.c_void_p]),
     "dsv4_sparse_mla_prefill": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.POINTER(dsv4_sparse_mla_prefill_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_sparse_mla_prefill_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_sparse_mla_prefill_desc_t), ctypes.POINTER(dsv4_sparse_mla_prefill_args_t)]),
+    "dsv4_compress_check": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t)]),
+    "dsv4_compress_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.c_void_p]),
+    "dsv4_compress": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.POINTER(dsv4_compress_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_compress_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.POINTER(dsv4_compress_args_t)]),
     "dsv4_inv_rope_check": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t)]),
     "dsv4_inv_rope_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.c_void_p]),
     "dsv4_inv_rope": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.POINTER(dsv4_inv_rope_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
