@@ -26,10 +26,14 @@ dsv4_status_t dsv4_fail(dsv4_status_t status, const char *op, const char *fmt, .
 dsv4_status_t dsv4_check_ptr(const char *op, const char *what, const void *p);
 dsv4_status_t dsv4_check_range(const char *op, const char *what, int64_t v, int64_t lo, int64_t hi);
 dsv4_status_t dsv4_check_align(const char *op, const char *what, const void *p, int64_t align);
-/* A bf16 row stride in elements: >= min_elems, `rows` rows of it addressable with 64-bit
- * byte offsets (INVALID_VALUE), and a multiple of 8 so rows stay 16-byte aligned
- * (MISALIGNED). */
-dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows);
+/* A row stride in elements of elem_bytes: >= min_elems, `rows` rows of it addressable with
+ * 64-bit byte offsets (INVALID_VALUE), and a multiple of `multiple` elements so rows keep
+ * the kernels' alignment (MISALIGNED). */
+dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows,
+                                    int64_t elem_bytes, int64_t multiple);
+/* The bf16 rows of the kvcache and compress operators: 16-byte aligned. */
+#define DSV4_CHECK_BF16_ROWS(op, what, stride, min_elems, rows)                                                        \
+    dsv4_check_row_stride(op, what, stride, min_elems, rows, 2, 8)
 
 dsv4_status_t dsv4_check_stream(const char *op, dsv4_stream_t stream);
 dsv4_status_t dsv4_check_workspace(const char *op, size_t need, const void *ws, size_t have);

@@ -72,17 +72,17 @@ dsv4_status_t dsv4_check_workspace(const char *op, size_t need, const void *ws, 
     return dsv4_check_ptr(op, "workspace", ws);
 }
 
-dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows) {
+dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows,
+                                    int64_t elem_bytes, int64_t multiple) {
     if (stride < min_elems)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below its minimum %lld", what, (long long)stride,
                          (long long)min_elems);
-    /* rows * stride bf16 elements must have a 64-bit byte offset. */
-    if (rows > 1 && stride > INT64_MAX / 2 / rows)
+    /* rows * stride elements must have a 64-bit byte offset. */
+    if (rows > 1 && stride > INT64_MAX / elem_bytes / rows)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld over %lld rows overflows a 64-bit byte offset", what,
                          (long long)stride, (long long)rows);
-    if (stride % 8 != 0)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
-                         "%s = %lld is not a multiple of 8 elements (rows must stay 16-byte aligned)", what,
-                         (long long)stride);
+    if (stride % multiple != 0)
+        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of %lld elements (row alignment)",
+                         what, (long long)stride, (long long)multiple);
     return DSV4_STATUS_SUCCESS;
 }

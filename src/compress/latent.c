@@ -9,19 +9,6 @@ static const char *const op = "compress";
 
 /* An fp32 row stride in elements: >= min_elems, `rows` rows of it addressable with 64-bit
  * byte offsets, and a multiple of 16 (the kernel reads rows in 16-byte pieces). */
-static dsv4_status_t check_f32_stride(const char *what, int64_t stride, int64_t min_elems, int64_t rows) {
-    if (stride < min_elems)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below its minimum %lld", what, (long long)stride,
-                         (long long)min_elems);
-    if (rows > 1 && stride > INT64_MAX / 4 / rows)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld over %lld rows overflows a 64-bit byte offset", what,
-                         (long long)stride, (long long)rows);
-    if (stride % 16 != 0)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of 16 elements", what,
-                         (long long)stride);
-    return DSV4_STATUS_SUCCESS;
-}
-
 dsv4_status_t latent_plan(const dsv4_compress_desc_t *d, latent_plan_t *plan) {
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
@@ -30,7 +17,7 @@ dsv4_status_t latent_plan(const dsv4_compress_desc_t *d, latent_plan_t *plan) {
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "eps = %g is not a finite number >= 0", (double)d->eps);
     const int64_t width = DSV4_COMPRESS_DIM * d->ratio;
     const int64_t ks = d->kv_stride ? d->kv_stride : width;
-    DSV4_TRY(check_f32_stride("kv_stride", ks, width, d->num_tokens));
+    DSV4_TRY(dsv4_check_row_stride(op, "kv_stride", ks, width, d->num_tokens, 4, 16));
     plan->kv_stride = ks;
     plan->ring_stride = 0;
     if (d->ratio == 1) return DSV4_STATUS_SUCCESS;
@@ -44,7 +31,7 @@ dsv4_status_t latent_plan(const dsv4_compress_desc_t *d, latent_plan_t *plan) {
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "ring_rows = %lld is not a multiple of ring_cap = %lld",
                          (long long)d->ring_rows, (long long)cap);
     const int64_t rs = d->ring_stride ? d->ring_stride : 2 * DSV4_COMPRESS_DIM;
-    DSV4_TRY(check_f32_stride("ring_stride", rs, 2 * DSV4_COMPRESS_DIM, d->ring_rows));
+    DSV4_TRY(dsv4_check_row_stride(op, "ring_stride", rs, 2 * DSV4_COMPRESS_DIM, d->ring_rows, 4, 16));
     plan->ring_stride = rs;
     return DSV4_STATUS_SUCCESS;
 }

@@ -18,10 +18,10 @@ dsv4_status_t kv_gather_plan(const dsv4_kv_gather_desc_t *d, kv_gather_plan_t *p
     DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
     /* Rows and slabs must not overlap: warps write them in parallel. */
     const int64_t srow = d->out_stride_row ? d->out_stride_row : DSV4_KV_DIM;
-    DSV4_TRY(dsv4_check_row_stride(op, "out_stride_row", srow, DSV4_KV_DIM, d->out_rows));
+    DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "out_stride_row", srow, DSV4_KV_DIM, d->out_rows));
     const int64_t slab = d->out_rows * srow;
     const int64_t sreq = d->out_stride_req ? d->out_stride_req : slab;
-    DSV4_TRY(dsv4_check_row_stride(op, "out_stride_req", sreq, d->num_reqs > 1 ? slab : 0, d->num_reqs));
+    DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "out_stride_req", sreq, d->num_reqs > 1 ? slab : 0, d->num_reqs));
 
     plan->block_table_stride = bts;
     plan->out_stride_row = srow;

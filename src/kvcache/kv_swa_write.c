@@ -21,11 +21,11 @@ dsv4_status_t kv_swa_plan(const dsv4_kv_swa_write_desc_t *d, kv_swa_plan_t *plan
 
     /* Head rows must not overlap: the kernel rewrites them in place in parallel. */
     const int64_t sh = d->q_stride_head ? d->q_stride_head : DSV4_KV_DIM;
-    DSV4_TRY(dsv4_check_row_stride(op, "q_stride_head", sh, DSV4_KV_DIM, hp));
+    DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_head", sh, DSV4_KV_DIM, hp));
     const int64_t st = d->q_stride_token ? d->q_stride_token : hp * sh;
-    DSV4_TRY(dsv4_check_row_stride(op, "q_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
+    DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
     const int64_t kvs = d->kv_stride_row ? d->kv_stride_row : DSV4_KV_DIM;
-    DSV4_TRY(dsv4_check_row_stride(op, "kv_stride_row", kvs, DSV4_KV_DIM, d->num_insert));
+    DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "kv_stride_row", kvs, DSV4_KV_DIM, d->num_insert));
 
     plan->heads_padded = hp;
     plan->q_stride_head = sh;
