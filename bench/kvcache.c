@@ -9,6 +9,8 @@
  *                                or the empty launch (N = 8,192, a latency case)
  *   kv_swa_write T=N H=h         V4.1 SWA page (P = 32); bytes =
  *                                N * (h * 1024 * 2 (q read + written) + 1024 (kv) + 584)
+ *   kv_swa_write T=N H=h skip-q-norm  the same without the q RMS norm (skip_q_norm = 1):
+ *                                only q's RoPE dims move, bytes = N * (h * 256 + 1024 + 584)
  * A `rotated` row repeats a case back to back over three input sets (no flush).
  *
  * Page strides follow vLLM: P * 584 rounded up to a multiple of 576. With --check each
@@ -325,7 +327,7 @@ static void swa_cpu(void *st) {
 
 /* N prefill tokens at positions 0..N-1 of one request, H heads, the V4.1 SWA page (P = 32),
  * a rotary table with theta = 10000 (unit cos^2 + sin^2). */
-static void swa_problem(int64_t N, int64_t H, uint64_t *s, swa_state_t *h) {
+static void swa_problem(int64_t N, int64_t H, int skip_q_norm, uint64_t *s, swa_state_t *h) {
     const int64_t P = MC_SWA_PAGE_TOKENS, npages = (N + P - 1) / P + 1;
     h->d = (dsv4_kv_swa_write_desc_t){.num_tokens = N,
                                       .num_insert = N,
@@ -334,7 +336,8 @@ static void swa_problem(int64_t N, int64_t H, uint64_t *s, swa_state_t *h) {
                                       .page_tokens = P,
                                       .page_stride_bytes = MC_PAGE_STRIDE(P),
                                       .num_pages = npages,
-                                      .eps = 1e-6f};
+                                      .eps = 1e-6f,
+                                      .skip_q_norm = skip_q_norm};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
     float *cs = malloc((size_t)N * 256);
@@ -368,7 +371,8 @@ static void swa_ref_cache(const swa_state_t *h, uint8_t *cache) {
     free(k.a.q);
 }
 
-/* q of every 16th token by the reference, against `got` (1 bf16 ulp: kvcache.h's q contract). */
+/* q of every 16th token by the reference, against `got` (1 bf16 ulp: kvcache.h's q contract;
+ * bit-exact with skip_q_norm). */
 static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_t *got) {
     const int64_t H = h->d.num_heads, row = H * 512;
     int ok = 1;
@@ -384,7 +388,8 @@ static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_
             /* ordered-integer distance of two finite bf16 values: their distance in ulps */
             const int32_t oa = (ha & 0x8000) ? 0x8000 - (ha & 0x7FFF) : 0x8000 + ha;
             const int32_t ob = (hb & 0x8000) ? 0x8000 - (hb & 0x7FFF) : 0x8000 + hb;
-            const int within = oa - ob <= 1 && ob - oa <= 1;
+            const int32_t tol = h->d.skip_q_norm ? 0 : 1;
+            const int within = oa - ob <= tol && ob - oa <= tol;
             if (!within && ok)
                 printf("  q token %lld element %lld: 0x%04x, reference 0x%04x\n", (long long)n, (long long)i, hb, ha);
             ok &= within;
@@ -394,51 +399,67 @@ static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_
     return ok;
 }
 
-static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t H) {
-    /* 64 tokens: q rows come out with mean square 1 (a unit rotation keeps it), and the
-     * cache equals dsv4_kv_insert_ref of bf16(RoPE(kv)) evaluated here in the header's fmaf form. */
+/* Rows [rows, 512] at position n for row n * per + k: bf16(RoPE) in the header's fmaf form on
+ * dims 448..511, the other dims copied. */
+static void rope_rows_fmaf(const uint16_t *in, int64_t rows, int64_t per, const float *cs, uint16_t *out) {
+    memcpy(out, in, (size_t)rows * 1024);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int i = 0; i < 32; ++i) {
+            const float c = cs[r / per * 64 + i], sn = cs[r / per * 64 + 32 + i];
+            const float xa = dsv4_bf16_to_f32(in[r * 512 + 448 + 2 * i]);
+            const float xb = dsv4_bf16_to_f32(in[r * 512 + 449 + 2 * i]);
+            const float xbs = xb * sn, xbc = xb * c;
+            out[r * 512 + 448 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, c, -xbs));
+            out[r * 512 + 449 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, sn, xbc));
+        }
+}
+
+static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_t H, int skip) {
+    /* 64 tokens: q rows come out with mean square 1 (a unit rotation keeps it), or with
+     * skip-q-norm as bf16(RoPE(q)) evaluated here in the header's fmaf form (one run on the
+     * saved input: the timed runs rotate q again each time); the cache equals
+     * dsv4_kv_insert_ref of bf16(RoPE(kv)) in the same form. */
     uint64_t s = 0x5A7;
     swa_state_t h;
     bench_timing_t tm;
-    swa_problem(64, H, &s, &h);
+    swa_problem(64, H, skip, &s, &h);
+    uint16_t *q_in = malloc((size_t)(64 * H) * 1024), *rot = malloc((size_t)(64 * H) * 1024);
+    memcpy(q_in, h.a.q, (size_t)(64 * H) * 1024);
     bench_time_cpu(swa_cpu, &h, 3, &tm);
     int ok = 1;
-    for (int64_t r = 0; r < 64 * H; ++r) {
+    if (skip) {
+        memcpy(h.a.q, q_in, (size_t)(64 * H) * 1024);
+        swa_cpu(&h);
+        rope_rows_fmaf(q_in, 64 * H, H, h.a.cos_sin_cache, rot);
+        ok &= !memcmp(rot, h.a.q, (size_t)(64 * H) * 1024);
+    }
+    for (int64_t r = 0; r < 64 * H && !skip; ++r) {
         double ms = 0;
         for (int d = 0; d < 512; ++d) ms += pow(dsv4_bf16_to_f32(h.a.q[r * 512 + d]), 2) / 512.0;
         ok &= fabs(ms - 1.0) < 0.02;
     }
-    uint16_t *rot = malloc(64 * 1024);
     uint8_t *want = calloc((size_t)(h.d.num_pages * h.d.page_stride_bytes), 1);
-    memcpy(rot, h.a.kv, 64 * 1024);
-    for (int64_t n = 0; n < 64; ++n)
-        for (int i = 0; i < 32; ++i) {
-            const float c = h.a.cos_sin_cache[n * 64 + i], sn = h.a.cos_sin_cache[n * 64 + 32 + i];
-            const float xa = dsv4_bf16_to_f32(h.a.kv[n * 512 + 448 + 2 * i]);
-            const float xb = dsv4_bf16_to_f32(h.a.kv[n * 512 + 449 + 2 * i]);
-            const float xbs = xb * sn, xbc = xb * c;
-            rot[n * 512 + 448 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, c, -xbs));
-            rot[n * 512 + 449 + 2 * i] = dsv4_f32_to_bf16(fmaf(xa, sn, xbc));
-        }
+    rope_rows_fmaf(h.a.kv, 64, 1, h.a.cos_sin_cache, rot);
     dsv4_kv_insert_desc_t di = {64, 0, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages};
     dsv4_kv_insert_args_t ai = {rot, h.a.slot_mapping, want};
     dsv4_kv_insert_ref(&di, &ai);
     ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));
     char ran[64];
-    snprintf(ran, sizeof ran, "T=64 H=%lld P=%d", (long long)H, MC_SWA_PAGE_TOKENS);
+    snprintf(ran, sizeof ran, "T=64 H=%lld P=%d%s", (long long)H, MC_SWA_PAGE_TOKENS, skip ? " skip-q-norm" : "");
     bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
-    free(rot), free(want);
+    free(q_in), free(rot), free(want);
     swa_free_host(&h);
     return !ok;
 }
 
 static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
     const int64_t H = strstr(name, "H=64") ? 64 : 32, N = 8192;
-    if (!ctx->have_gpu) return swa_cpu_case(ctx, op, name, H);
+    const int skip = strstr(name, "skip-q-norm") != NULL;
+    if (!ctx->have_gpu) return swa_cpu_case(ctx, op, name, H, skip);
     uint64_t s = 0x5A7;
     swa_state_t h;
     bench_timing_t tm;
-    swa_problem(N, H, &s, &h);
+    swa_problem(N, H, skip, &s, &h);
     const size_t qb = (size_t)(N * H) * 1024, cb = (size_t)(h.d.num_pages * h.d.page_stride_bytes);
     void *dq = bench_dev_alloc(qb), *dkv = bench_dev_alloc((size_t)N * 1024), *dpos = bench_dev_alloc((size_t)N * 8);
     void *dsl = bench_dev_alloc((size_t)N * 8), *dcs = bench_dev_alloc((size_t)N * 256), *dc = bench_dev_alloc(cb);
@@ -463,10 +484,13 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
         if (bench_time(ctx, swa_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
             printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
         } else {
-            bench_report(
-                ctx, op, name,
-                "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every 16th token", &tm,
-                (double)N * ((double)H * 2048 + 1024 + 584), 0, BENCH_CEIL_COPY, verdict(ctx->check, ok));
+            bench_report(ctx, op, name,
+                         skip ? "V4.1 SWA page P=32 stride=19008, positions 0..8191, q RoPE only; check: cache every "
+                                "byte, q every 16th token"
+                              : "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every "
+                                "16th token",
+                         &tm, (double)N * ((double)H * (skip ? 256 : 2048) + 1024 + 584), 0, BENCH_CEIL_COPY,
+                         verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -477,13 +501,22 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
 }
 
 const bench_case_t bench_kvcache_cases[] = {
-    {"kv_gather", "rows=16384 R=1 P=64", run_gather},   {"kv_gather", "rows=16384 R=4 P=64", run_gather},
-    {"kv_gather", "rows=16384 R=1 P=256", run_gather},  {"kv_gather", "rows=16384 R=4 P=256", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=64", run_gather},   {"kv_gather", "rows=49152 R=4 P=64", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=256", run_gather},  {"kv_gather", "rows=49152 R=4 P=256", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=64", run_gather},  {"kv_gather", "rows=131072 R=4 P=64", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=256", run_gather}, {"kv_gather", "rows=131072 R=4 P=256", run_gather},
-    {"kv_insert", "T=65536 P=64", run_insert},          {"kv_insert", "T=8192 P=64", run_insert},
-    {"kv_swa_write", "T=8192 H=64", run_swa},           {"kv_swa_write", "T=8192 H=32", run_swa},
+    {"kv_gather", "rows=16384 R=1 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=4 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=1 P=256", run_gather},
+    {"kv_gather", "rows=16384 R=4 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=4 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=4 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=4 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=4 P=256", run_gather},
+    {"kv_insert", "T=65536 P=64", run_insert},
+    {"kv_insert", "T=8192 P=64", run_insert},
+    {"kv_swa_write", "T=8192 H=64", run_swa},
+    {"kv_swa_write", "T=8192 H=32", run_swa},
+    {"kv_swa_write", "T=8192 H=64 skip-q-norm", run_swa},
 };
 const int bench_kvcache_count = (int)(sizeof bench_kvcache_cases / sizeof bench_kvcache_cases[0]);

@@ -3,7 +3,7 @@
  * (the format: below and src/common/kv_format.h; number formats: dsv4/numerics.h).
  *
  *   dsv4_kv_insert      quantize bf16 latent rows and insert them into the cache
- *   dsv4_kv_swa_write   fused SWA writer: q RMS norm + q RoPE (in place), kv RoPE, insert
+ *   dsv4_kv_swa_write   fused SWA writer: q RMS norm (or not) + q RoPE (in place), kv RoPE, insert
  *   dsv4_kv_gather      dequantize cache rows into a bf16 workspace, per request
  *
  * ---------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ dsv4_status_t dsv4_kv_insert(const dsv4_kv_insert_desc_t *desc, const dsv4_kv_in
 dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_kv_insert_args_t *args);
 
 /* =================================================================================
- * dsv4_kv_swa_write: fused q-norm + q RoPE + kv RoPE + quantize + insert (section 5)
+ * dsv4_kv_swa_write: fused q-norm + q RoPE + kv RoPE + quantize + insert
  * =================================================================================
  * GPT-J RoPE on dims 448..511 at position pos: pair i in [0, 32) is dims a = 448 + 2i,
  * b = a + 1; c = cos_sin_cache[pos, i], s = cos_sin_cache[pos, 32 + i]; in fp32,
@@ -114,6 +114,14 @@ dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_k
  * Heads num_heads .. num_heads_padded - 1 of every token are written as zeros (vLLM's
  * head padding). The q output is checked within 1 bf16 ulp (the fp32 sum order is not
  * part of the contract).
+ *
+ * skip_q_norm = 1 (DeepSeek-V4.1, whose q is normalised before its projection): no RMS
+ * factor. For h < num_heads, dims d < 448 of q[n, h] are not written at all (they keep
+ * their bits), and
+ *     d >= 448:  q[n, h, d] = bf16(RoPE(x) at position_ids[n])
+ * (the form above with rq = 1, the same rotation as the kv side): bit-exact, no sum is
+ * involved. Padding heads are still written as zeros. eps plays no part but is still
+ * validated. skip_q_norm = 0 (zero-initialised descriptors) is the RMS-norm mode above.
  *
  * KV side, for every t < num_insert whose slot_mapping[t] is in [0, num_pages * P):
  * r = bf16(RoPE(kv[t, :]) at position_ids[t]) (NoPE dims unchanged, rotated dims rounded),
@@ -133,8 +141,8 @@ dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_k
  *
  * Errors: num_tokens outside [0, 2^31-1], num_insert outside [0, num_tokens], num_heads
  * outside [1, 1024], num_heads_padded outside [num_heads, 1024], eps negative or not
- * finite, max_position < 1, strides below the minimum -> INVALID_VALUE; strides not
- * multiples of 8, misaligned pointers -> MISALIGNED. */
+ * finite, max_position < 1, skip_q_norm other than 0 or 1, strides below the minimum ->
+ * INVALID_VALUE; strides not multiples of 8, misaligned pointers -> MISALIGNED. */
 typedef struct dsv4_kv_swa_write_desc {
     int64_t num_tokens;        /* N: tokens of q and of position_ids                        */
     int64_t num_insert;        /* N_insert <= N: kv rows and slot_mapping entries           */
@@ -148,10 +156,11 @@ typedef struct dsv4_kv_swa_write_desc {
     int64_t page_stride_bytes; /* >= P*584, multiple of 16                                   */
     int64_t num_pages;         /* pages in the SWA cache                                     */
     float eps;                 /* added to the mean of squares, >= 0 (e.g. 1e-6)             */
+    int32_t skip_q_norm;       /* 0: q RMS norm + RoPE (V4); 1: q RoPE only (V4.1)           */
 } dsv4_kv_swa_write_desc_t;
 
 typedef struct dsv4_kv_swa_write_args {
-    uint16_t *q;                 /* bf16, normalised and rotated in place                    */
+    uint16_t *q;                 /* bf16, normalised (unless skip_q_norm) and rotated in place */
     const uint16_t *kv;          /* bf16 latent rows (already RMS-normalised with weight)   */
     const int64_t *position_ids; /* [num_tokens]                                            */
     const int64_t *slot_mapping; /* [num_insert]                                            */
@@ -166,7 +175,7 @@ dsv4_status_t dsv4_kv_swa_write(const dsv4_kv_swa_write_desc_t *desc, const dsv4
 dsv4_status_t dsv4_kv_swa_write_ref(const dsv4_kv_swa_write_desc_t *desc, const dsv4_kv_swa_write_args_t *args);
 
 /* =================================================================================
- * dsv4_kv_gather: dequantize + gather into the bf16 workspace (section 6)
+ * dsv4_kv_gather: dequantize + gather into the bf16 workspace
  * =================================================================================
  * For each request b < num_reqs: L = seq_lens[b]; G = gather_lens[b] if gather_lens is
  * given, else L; start = L - G. For i in [0, G) with offset + i < out_rows:

@@ -373,6 +373,7 @@ class dsv4_kv_swa_write_desc_t(ctypes.Structure):
         ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
         ("num_pages", ctypes.c_int64),  # int64_t num_pages
         ("eps", ctypes.c_float),  # float eps
+        ("skip_q_norm", ctypes.c_int32),  # int32_t skip_q_norm
     ]
 
 

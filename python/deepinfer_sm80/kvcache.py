@@ -60,14 +60,20 @@ def kv_insert(k, slot_mapping, cache, *, page_tokens, page_stride_bytes=None, wo
     return cache
 
 
-def kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, *, page_tokens, eps, num_heads=None,
-                 page_stride_bytes=None, workspace=None):
+def kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, *, page_tokens, eps=None, num_heads=None,
+                 page_stride_bytes=None, workspace=None, skip_q_norm=False):
     """Fused SWA writer: q RMS norm + q RoPE in place, kv RoPE + quantize + insert.
 
     q: bf16 [N, Hpad, 512] (heads >= num_heads are zeroed); kv: bf16 [>= N_insert, 512];
     position_ids: int64 [N]; slot_mapping: int64 [N_insert <= N]; cos_sin_cache: fp32
-    [max_position, 64]; cache: uint8 pages. Returns (q, cache), both modified in place."""
+    [max_position, 64]; cache: uint8 pages. Returns (q, cache), both modified in place.
+    skip_q_norm=True (DeepSeek-V4.1): q is only rotated (dims 448..511; dims < 448 are not
+    written) and eps is optional (unused, 0 when omitted)."""
     o = "kv_swa_write"
+    if eps is None:
+        if not skip_q_norm:
+            raise ValueError(f"{o}: eps is required unless skip_q_norm=True")
+        eps = 0.0
     arg(o, "q", q, "bf16", 3, (None, None, DIM))
     arg(o, "kv", kv, "bf16", 2, (None, DIM))
     arg(o, "position_ids", position_ids, "i64", 1)
@@ -88,7 +94,7 @@ def kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, *, pag
         "dsv4_kv_swa_write_desc_t", num_tokens=N, num_insert=n_ins, num_heads=Hpad if num_heads is None else num_heads,
         num_heads_padded=Hpad, q_stride_token=strides(q)[0], q_stride_head=strides(q)[1], kv_stride_row=strides(kv)[0],
         max_position=shape(cos_sin_cache)[0], page_tokens=page_tokens, page_stride_bytes=stride, num_pages=pages,
-        eps=eps)
+        eps=eps, skip_q_norm=1 if skip_q_norm else 0)
     args = struct("dsv4_kv_swa_write_args_t", q=addr(q), kv=addr(kv), position_ids=addr(position_ids),
                   slot_mapping=addr(slot_mapping), cos_sin_cache=addr(cos_sin_cache), cache=addr(cache))
     op(o)(desc, args, anchor, workspace)

@@ -94,6 +94,32 @@ def test_kv_swa_write(be, rng, heads, padded, layout):
         oracle.assert_bits(be.get(whole), buf, "q with the elements around it (those must stay)")
 
 
+def test_kv_swa_write_skip_q_norm(be, rng):
+    """V4.1 mode on the canonical layout: q only rotated (dims < 448 keep their bits), padding
+    heads zeroed; q and the cache against the reference in the same mode."""
+    P, pages, N, n_ins, heads, padded, max_pos = 32, 3, 12, 10, 6, 8, 300
+    cache = rng.integers(0, 256, size=(pages, sm.page_stride(P)), dtype=np.uint8)
+    q = sm.rng_bf16(rng, (N, padded, 512), -6, 3)
+    kv = sm.rng_bf16(rng, (N, 512), -6, 3)
+    pos = rng.integers(0, max_pos, N).astype(np.int64)
+    slots = rng.permutation(pages * P)[:n_ins].astype(np.int64)
+    cs = sm.rope_table(rng, max_pos)
+    want_q, want_cache = q.copy(), cache.copy()
+    oracle.ref("kv_swa_write", dict(num_tokens=N, num_insert=n_ins, num_heads=heads, num_heads_padded=padded,
+                                    max_position=max_pos, page_tokens=P, page_stride_bytes=cache.shape[1],
+                                    num_pages=pages, skip_q_norm=1),
+               q=want_q, kv=kv, position_ids=pos, slot_mapping=slots, cos_sin_cache=cs, cache=want_cache)
+    assert np.array_equal(want_q[:, :heads, :448], q[:, :heads, :448]), "the reference rewrote NoPE dims"
+    assert not np.array_equal(want_q[:, :heads, 448:], q[:, :heads, 448:]), "the reference rotated nothing"
+    qt, c = be.put(q), be.put(cache)
+    d.kv_swa_write(qt, be.put(kv), be.put(pos), be.put(slots), be.put(cs), c, page_tokens=P, num_heads=heads,
+                   skip_q_norm=True)
+    oracle.assert_bits(be.get(qt), want_q, "kv_swa_write q (skip_q_norm)")
+    oracle.assert_bits(be.get(c), want_cache, "kv_swa_write cache (skip_q_norm)")
+    with pytest.raises(ValueError, match="eps is required"):
+        d.kv_swa_write(qt, be.put(kv), be.put(pos), be.put(slots), be.put(cs), c, page_tokens=P)
+
+
 @pytest.mark.parametrize("reqs,P,with_gather_lens,layout", [(1, 64, False, "dense"), (3, 32, True, "padded"),
                                                             (4, 256, False, "flat"), (3, 64, True, "records")])
 def test_kv_gather(be, rng, reqs, P, with_gather_lens, layout):

@@ -5,7 +5,9 @@
  *   rq = 1 / sqrt(sum(x^2) / 512 + eps); d < 448: bf16(x_d * rq); d >= 448: pairs
  *   (a, b) = (448 + 2i, a + 1) rotated at position_ids[n]: y_a = fmaf(xa, c, -(xb*s)),
  *   y_b = fmaf(xa, s, xb*c) on xa = x_a * rq, xb = x_b * rq, then bf16.
- *   Heads Hq .. Hpad-1 are written as zeros.
+ *   Heads Hq .. Hpad-1 are written as zeros. With skip_q_norm (the SKIP_Q_NORM
+ *   instantiation) there is no rq: lanes 24..31 rotate their RoPE chunk with scale 1 and
+ *   store it back, the NoPE dims are neither loaded nor stored.
  * KV side, row t < N_insert with a valid slot: r = bf16(RoPE(kv[t]) at position_ids[t]),
  *   then the record of r exactly as kv_insert (the same kv_warp_store_record).
  *
@@ -76,6 +78,19 @@ static __device__ __forceinline__ void swa_q_head(const kv_swa_params_t &prm, in
     kv_row_store(row, lane, w);
 }
 
+/* q head without the RMS norm: only the RoPE chunk (lanes 24..31, chunk l + 32) moves. */
+static __device__ __forceinline__ void swa_q_head_rope_only(const kv_swa_params_t &prm, int64_t n, int64_t h,
+                                                            int lane) {
+    if (lane < KV_LANE_ROPE_FIRST) return; /* NoPE dims keep their bits: no store */
+    uint4 *p = reinterpret_cast<uint4 *>(prm.q + n * prm.q_stride_token + h * prm.q_stride_head) + 32 + lane;
+    const int64_t pos = __ldg(prm.position_ids + n);
+    const uint4 x = *p; /* written back below: not an nc load */
+    float c[4], s[4];
+    kv_rope_coeffs(prm.cos_sin, pos, prm.max_position, lane, c, s);
+    *p = make_uint4(kv_rope_word(x.x, 1.0f, c[0], s[0]), kv_rope_word(x.y, 1.0f, c[1], s[1]),
+                    kv_rope_word(x.z, 1.0f, c[2], s[2]), kv_rope_word(x.w, 1.0f, c[3], s[3]));
+}
+
 /* kv row t: rotate, round to bf16, quantize and insert. */
 static __device__ __forceinline__ void swa_kv_row(const kv_swa_params_t &prm, int64_t t, int lane) {
     const int64_t slot = __ldg(prm.slot_mapping + t);
@@ -94,6 +109,8 @@ static __device__ __forceinline__ void swa_kv_row(const kv_swa_params_t &prm, in
                          prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
 }
 
+/* SKIP_Q_NORM is a template parameter so that the RMS-norm instantiation keeps its code. */
+template <bool SKIP_Q_NORM>
 __global__ void __launch_bounds__(KV_SWA_THREADS, KV_SWA_MIN_BLOCKS) kv_swa_write_kernel(const kv_swa_params_t prm) {
     const int lane = threadIdx.x & 31;
     const uint64_t task = (uint64_t)blockIdx.x * KV_SWA_WARPS + (threadIdx.x >> 5);
@@ -101,7 +118,8 @@ __global__ void __launch_bounds__(KV_SWA_THREADS, KV_SWA_MIN_BLOCKS) kv_swa_writ
     const int64_t n = (int64_t)(task / prm.tasks_per_token);
     const int64_t j = (int64_t)(task - (uint64_t)n * prm.tasks_per_token);
     if (j < prm.heads) {
-        swa_q_head(prm, n, j, lane);
+        if (SKIP_Q_NORM) swa_q_head_rope_only(prm, n, j, lane);
+        else swa_q_head(prm, n, j, lane);
     } else if (j < prm.heads_padded) {
         const uint32_t zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         kv_row_store(prm.q + n * prm.q_stride_token + j * prm.q_stride_head, lane, zero);
@@ -112,8 +130,10 @@ __global__ void __launch_bounds__(KV_SWA_THREADS, KV_SWA_MIN_BLOCKS) kv_swa_writ
 
 extern "C" dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *d, const kv_swa_plan_t *plan,
                                        const dsv4_kv_swa_write_args_t *a, dsv4_stream_t stream) {
-    static int smem_cache;
-    DSV4_TRY(dsv4_launch_prepare("kv_swa_write", (const void *)kv_swa_write_kernel, KV_SWA_SMEM_BYTES, &smem_cache));
+    static int smem_cache[2]; /* one per instantiation */
+    const int skip = d->skip_q_norm != 0;
+    void (*const kernel)(kv_swa_params_t) = skip ? kv_swa_write_kernel<true> : kv_swa_write_kernel<false>;
+    DSV4_TRY(dsv4_launch_prepare("kv_swa_write", (const void *)kernel, KV_SWA_SMEM_BYTES, &smem_cache[skip]));
     kv_swa_params_t prm;
     prm.q = a->q;
     prm.kv = a->kv;
@@ -135,6 +155,6 @@ extern "C" dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *d, const 
     prm.num_pages = d->num_pages;
     prm.eps = d->eps;
     prm.page_div = kv_page_div_make(d->page_tokens);
-    kv_swa_write_kernel<<<(unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    kernel<<<(unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("kv_swa_write");
 }

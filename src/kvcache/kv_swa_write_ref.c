@@ -9,6 +9,9 @@
  * which keeps the 1-ulp check meaningful even for rotated dims that cancel (where an
  * rq a few ulp off could move the result by more than an ulp).
  *
+ * skip_q_norm: no sum and no rq; the NoPE dims are not touched and the RoPE dims are
+ * rotated with scale 1, as the kv side (bit-exact by construction).
+ *
  * KV side: r = bf16(RoPE(kv row)), then kv_quant_row(r): the same bytes dsv4_kv_insert
  * writes for r.
  */
@@ -57,6 +60,10 @@ dsv4_status_t kv_swa_ref_run(const dsv4_kv_swa_write_desc_t *d, const kv_swa_pla
             uint16_t *row = a->q + n * plan->q_stride_token + h * plan->q_stride_head;
             if (h >= d->num_heads) { /* head padding */
                 memset(row, 0, DSV4_KV_DIM * sizeof *row);
+                continue;
+            }
+            if (d->skip_q_norm) {
+                rope_row(row, 1.0f, a->cos_sin_cache, pos, d->max_position);
                 continue;
             }
             const float rq = kv_rms_inv(sumsq_kernel_order(row), d->eps);

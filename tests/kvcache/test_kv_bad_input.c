@@ -149,6 +149,9 @@ void test_kv_bad_input_swa(th_ctx_t *t) {
     DCASE(d.eps = -1.0f, DSV4_STATUS_INVALID_VALUE, "eps", "-1");
     DCASE(d.eps = NAN, DSV4_STATUS_INVALID_VALUE, "eps", "nan");
     DCASE(d.eps = INFINITY, DSV4_STATUS_INVALID_VALUE, "eps", "inf");
+    DCASE(d.skip_q_norm = 2, DSV4_STATUS_INVALID_VALUE, "skip_q_norm", "2");
+    DCASE(d.skip_q_norm = -1, DSV4_STATUS_INVALID_VALUE, "skip_q_norm", "-1");
+    DCASE((d.skip_q_norm = 1, d.eps = -1.0f), DSV4_STATUS_INVALID_VALUE, "eps", "-1"); /* still checked */
     DCASE(d.q_stride_head = 256, DSV4_STATUS_INVALID_VALUE, "q_stride_head", "256");
     DCASE(d.q_stride_head = 524, DSV4_STATUS_MISALIGNED, "q_stride_head", "524");
     DCASE(d.q_stride_token = 3 * 512 - 8, DSV4_STATUS_INVALID_VALUE, "q_stride_token", "1528");

@@ -38,31 +38,51 @@ static void spec_rope_row(const uint16_t *kv, const float *cs, int64_t pos, int6
     }
 }
 
+/* The known answers' one-token case: q of 3 live heads and 1 padding head (the caller
+ * fills it), a kv row of (d % 7) - 3.5 for slot 5 of a poisoned V4 page, and a table
+ * whose position 3 has cos 0, sin 1 (a quarter turn): (a, b) -> (-b, a). */
+typedef struct {
+    uint16_t *q, *kv;
+    float *cs;
+    uint8_t *page;
+    int64_t pos, slot;
+    dsv4_kv_swa_write_desc_t d;
+    dsv4_kv_swa_write_args_t a;
+} swa_one_token_t;
+
+static void one_token_make(swa_one_token_t *k, float eps) {
+    k->q = th_aligned_alloc(64, 4 * 1024), k->kv = th_aligned_alloc(64, 1024);
+    k->cs = th_aligned_alloc(64, 4 * 64 * sizeof(float));
+    for (int i = 0; i < 4 * 64; ++i) k->cs[i] = (i % 64) < 32 ? 1.0f : 0.0f;
+    for (int i = 0; i < 32; ++i) k->cs[3 * 64 + i] = 0.0f, k->cs[3 * 64 + 32 + i] = 1.0f;
+    for (int d = 0; d < 512; ++d) k->kv[d] = dsv4_f32_to_bf16((float)(d % 7) - 3.5f);
+    k->pos = 3, k->slot = 5;
+    k->page = th_aligned_alloc(64, 37440);
+    memset(k->page, 0xEE, 37440);
+    k->d = (dsv4_kv_swa_write_desc_t){.num_tokens = 1,
+                                      .num_insert = 1,
+                                      .num_heads = 3,
+                                      .num_heads_padded = 4,
+                                      .max_position = 4,
+                                      .page_tokens = 64,
+                                      .page_stride_bytes = 37440,
+                                      .num_pages = 1,
+                                      .eps = eps};
+    k->a = (dsv4_kv_swa_write_args_t){k->q, k->kv, &k->pos, &k->slot, k->cs, k->page};
+}
+static void one_token_free(swa_one_token_t *k) { free(k->q), free(k->kv), free(k->cs), free(k->page); }
+
 void test_kv_swa_known_answers(th_ctx_t *t) {
-    /* One token, heads: all 1.0; all 2.0; all 3.0 (eps 0: rq = 1, 1/2, fl(1/3)); one
-     * padding head. Position 3 has cos 0, sin 1 (a quarter turn): (a, b) -> (-b, a). */
-    uint16_t *q = th_aligned_alloc(64, 4 * 1024), *kv = th_aligned_alloc(64, 1024);
-    float *cs = th_aligned_alloc(64, 4 * 64 * sizeof(float));
-    for (int i = 0; i < 4 * 64; ++i) cs[i] = (i % 64) < 32 ? 1.0f : 0.0f;
-    for (int i = 0; i < 32; ++i) cs[3 * 64 + i] = 0.0f, cs[3 * 64 + 32 + i] = 1.0f;
+    /* Heads: all 1.0; all 2.0; all 3.0 (eps 0: rq = 1, 1/2, fl(1/3)); one padding head. */
+    swa_one_token_t k;
+    one_token_make(&k, 0.0f);
+    uint16_t *q = k.q;
+    const uint16_t *kv = k.kv;
     for (int h = 0; h < 4; ++h)
         for (int d = 0; d < 512; ++d) q[h * 512 + d] = h < 3 ? dsv4_f32_to_bf16((float)(h + 1)) : 0x1234;
-    for (int d = 0; d < 512; ++d) kv[d] = dsv4_f32_to_bf16((float)(d % 7) - 3.5f);
-    const int64_t pos = 3, slot = 5;
-    uint8_t *page = th_aligned_alloc(64, 37440), *want = malloc(37440);
-    memset(page, 0xEE, 37440);
-    memcpy(want, page, 37440);
-    dsv4_kv_swa_write_desc_t d = {.num_tokens = 1,
-                                  .num_insert = 1,
-                                  .num_heads = 3,
-                                  .num_heads_padded = 4,
-                                  .max_position = 4,
-                                  .page_tokens = 64,
-                                  .page_stride_bytes = 37440,
-                                  .num_pages = 1,
-                                  .eps = 0.0f};
-    dsv4_kv_swa_write_args_t a = {q, kv, &pos, &slot, cs, page};
-    TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
+    uint8_t *want = malloc(37440);
+    memcpy(want, k.page, 37440);
+    TH_OK(t, dsv4_kv_swa_write_ref(&k.d, &k.a));
     for (int h = 0; h < 3; ++h) {
         for (int dd = 0; dd < 448; ++dd)
             TH_CHECK(t, q[h * 512 + dd] == 0x3F80, "head %d dim %d = 0x%04x, expected 1.0", h, dd, q[h * 512 + dd]);
@@ -81,12 +101,9 @@ void test_kv_swa_known_answers(th_ctx_t *t) {
         rot[449 + 2 * i] = kv[448 + 2 * i];
     }
     kvt_geom_t g = {MC_V4_PAGE_TOKENS, MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS), 1};
-    kvt_model_insert(g, want, slot, rot);
-    kvt_cmp_cache(t, "swa known answer kv", g, page, want);
-    free(q);
-    free(kv);
-    free(cs);
-    free(page);
+    kvt_model_insert(g, want, k.slot, rot);
+    kvt_cmp_cache(t, "swa known answer kv", g, k.page, want);
+    one_token_free(&k);
     free(want);
 }
 
@@ -209,4 +226,107 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
     }
     th_note(t, "worst NoPE difference from fp64: %u bf16 ulp", worst);
     free(q), free(q0), free(kv), free(cs), free(pos), free(cache);
+}
+
+/* ---- skip_q_norm (V4.1: q is RoPE only) ------------------------------------------------ */
+/* The same problem run in both modes: returns the q of skip mode in q, the cache of each
+ * mode in cache_skip and cache_norm. */
+static void run_both_modes(th_ctx_t *t, dsv4_kv_swa_write_desc_t d, dsv4_kv_swa_write_args_t a, size_t q_elems,
+                           size_t cache_bytes, uint8_t *cache_norm) {
+    uint16_t *qn = th_aligned_alloc(64, (q_elems * 2 + 63) / 64 * 64);
+    memcpy(qn, a.q, q_elems * 2);
+    memcpy(cache_norm, a.cache, cache_bytes);
+    dsv4_kv_swa_write_args_t an = a;
+    an.q = qn, an.cache = cache_norm;
+    d.skip_q_norm = 0;
+    TH_OK(t, dsv4_kv_swa_write_ref(&d, &an));
+    d.skip_q_norm = 1;
+    TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
+    free(qn);
+}
+
+void test_kv_swa_skip_q_norm_known_answers(th_ctx_t *t) {
+    /* 3 live heads of random finite nonzero values (NaN and inf in the NoPE dims: not
+     * touched, so they must come back bit for bit) and one padding head; at the quarter
+     * turn the RoPE pairs become (-b, a) exactly. */
+    th_rng_t *r = th_rng(t);
+    swa_one_token_t k;
+    one_token_make(&k, 1e-6f);
+    uint16_t *q = k.q, *q0 = malloc(4 * 1024);
+    for (int h = 0; h < 4; ++h)
+        for (int dd = 0; dd < 512; ++dd) {
+            uint16_t v = (uint16_t)th_rng_u32(r);
+            if (dd >= 448) v = (uint16_t)((v & 0x80FF) | (0x3C00 + (v & 0x0F00))); /* finite, nonzero */
+            q[h * 512 + dd] = v;
+        }
+    q[7] = 0x7FC1, q[512 + 100] = 0xFF80, q[1024 + 447] = 0x8000; /* NaN, -inf, -0 in NoPE dims */
+    memcpy(q0, q, 4 * 1024);
+    uint8_t *page_norm = malloc(37440);
+    run_both_modes(t, k.d, k.a, 4 * 512, 37440, page_norm);
+    for (int h = 0; h < 3; ++h) {
+        for (int dd = 0; dd < 448; ++dd)
+            TH_CHECK(t, q[h * 512 + dd] == q0[h * 512 + dd], "head %d dim %d = 0x%04x, input 0x%04x", h, dd,
+                     q[h * 512 + dd], q0[h * 512 + dd]);
+        for (int i = 0; i < 32; ++i) {
+            const uint16_t wa = q0[h * 512 + 449 + 2 * i] ^ 0x8000, wb = q0[h * 512 + 448 + 2 * i];
+            TH_CHECK(t, q[h * 512 + 448 + 2 * i] == wa && q[h * 512 + 449 + 2 * i] == wb,
+                     "head %d pair %d = (0x%04x, 0x%04x), expected (0x%04x, 0x%04x)", h, i, q[h * 512 + 448 + 2 * i],
+                     q[h * 512 + 449 + 2 * i], wa, wb);
+        }
+    }
+    for (int dd = 0; dd < 512; ++dd) TH_CHECK(t, q[3 * 512 + dd] == 0, "padding head dim %d not zero", dd);
+    TH_CHECK(t, memcmp(k.page, page_norm, 37440) == 0, "skip_q_norm changed the kv side's bytes");
+    one_token_free(&k);
+    free(q0), free(page_norm);
+}
+
+/* Random tokens, heads, strides and positions (some outside the table): live heads equal
+ * the test's fmaf model (spec_rope_row) bit for bit, NoPE dims and gaps keep their bits,
+ * padding heads are zero, and the cache equals the one of the RMS-norm mode. */
+void test_kv_swa_skip_q_norm_random(th_ctx_t *t) {
+    th_rng_t *r = th_rng(t);
+    const int64_t N = 50, Ni = 40, H = 5, Hp = 7, sh = 528, st = Hp * sh + 24, max_pos = 200;
+    const kvt_geom_t g = {MC_SWA_PAGE_TOKENS, MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS), 3};
+    const size_t qn = (size_t)(N * st);
+    uint16_t *q = th_aligned_alloc(64, qn * 2), *q0 = malloc(qn * 2), *kv = th_aligned_alloc(64, (size_t)N * 1024);
+    float *cs = make_table(r, max_pos);
+    int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)Ni * 8);
+    for (size_t i = 0; i < qn; ++i) q[i] = (uint16_t)th_rng_u32(r); /* gaps and padding heads: junk */
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < H; ++h) kvt_fill_row(r, (kvt_row_kind_t)((n + h) % KVT_ROW_KINDS), q + n * st + h * sh);
+    for (int64_t n = 0; n < N; ++n)
+        pos[n] = th_rng_range(r, 0, 9) == 0 ? th_rng_range(r, -3, 2 * max_pos) : th_rng_range(r, 0, max_pos - 1);
+    kvt_fill_rows(r, kv, N, 512, KVT_ROW_KINDS, NULL);
+    kvt_make_slots(r, g, Ni, 1, slots);
+    memcpy(q0, q, qn * 2);
+    uint8_t *cache = th_aligned_alloc(64, kvt_cache_bytes(g)), *cache_norm = malloc(kvt_cache_bytes(g));
+    for (size_t b = 0; b < kvt_cache_bytes(g); ++b) cache[b] = (uint8_t)(b * 7 + 3);
+    dsv4_kv_swa_write_desc_t d = {.num_tokens = N,
+                                  .num_insert = Ni,
+                                  .num_heads = H,
+                                  .num_heads_padded = Hp,
+                                  .q_stride_token = st,
+                                  .q_stride_head = sh,
+                                  .max_position = max_pos,
+                                  .page_tokens = g.P,
+                                  .page_stride_bytes = g.stride,
+                                  .num_pages = g.num_pages,
+                                  .eps = 0.0f};
+    dsv4_kv_swa_write_args_t a = {q, kv, pos, slots, cs, cache};
+    run_both_modes(t, d, a, qn, kvt_cache_bytes(g), cache_norm);
+    uint16_t *want = malloc(qn * 2), row[512];
+    memcpy(want, q0, qn * 2);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < Hp; ++h) {
+            uint16_t *w = want + n * st + h * sh;
+            if (h < H) {
+                spec_rope_row(w, cs, pos[n], max_pos, row);
+                memcpy(w, row, sizeof row);
+            } else {
+                memset(w, 0, 1024);
+            }
+        }
+    kvt_cmp_bf16_exact(t, "skip_q_norm q vs the fmaf model (gaps included)", q, want, N, st);
+    kvt_cmp_cache(t, "skip_q_norm cache vs the RMS-norm mode's", g, cache, cache_norm);
+    free(q), free(q0), free(kv), free(cs), free(pos), free(slots), free(cache), free(cache_norm), free(want);
 }

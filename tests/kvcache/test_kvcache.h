@@ -39,6 +39,8 @@ void test_kv_insert_gather_roundtrip(th_ctx_t *t);
 void test_kv_swa_known_answers(th_ctx_t *t);
 void test_kv_swa_kv_equals_insert(th_ctx_t *t);
 void test_kv_swa_q_vs_fp64(th_ctx_t *t);
+void test_kv_swa_skip_q_norm_known_answers(th_ctx_t *t);
+void test_kv_swa_skip_q_norm_random(th_ctx_t *t);
 void test_kv_gather_known_answers(th_ctx_t *t);
 void test_kv_gather_random_vs_model(th_ctx_t *t);
 void test_kv_plans(th_ctx_t *t);

@@ -10,6 +10,8 @@ static const th_test_t tests[] = {
     {"kvcache.swa_known_answers", test_kv_swa_known_answers, TH_CPU},
     {"kvcache.swa_kv_equals_insert", test_kv_swa_kv_equals_insert, TH_CPU},
     {"kvcache.swa_q_vs_fp64", test_kv_swa_q_vs_fp64, TH_CPU},
+    {"kvcache.swa_skip_q_norm_known_answers", test_kv_swa_skip_q_norm_known_answers, TH_CPU},
+    {"kvcache.swa_skip_q_norm_random", test_kv_swa_skip_q_norm_random, TH_CPU},
     {"kvcache.gather_known_answers", test_kv_gather_known_answers, TH_CPU},
     {"kvcache.gather_random_vs_model", test_kv_gather_random_vs_model, TH_CPU},
     {"kvcache.plans", test_kv_plans, TH_CPU},
