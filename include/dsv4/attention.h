@@ -42,7 +42,8 @@
  * is a valid no-op.
  *
  * Errors: NULL descriptor, args or required pointer -> DSV4_STATUS_NULL_POINTER; a
- * size, stride or scalar out of range -> DSV4_STATUS_INVALID_VALUE; a pointer or
+ * size, stride or scalar out of range, or a call needing more than 2^31 - 1 CTAs
+ * (num_tokens x H / heads per CTA x num_splits) -> DSV4_STATUS_INVALID_VALUE; a pointer or
  * stride breaking an alignment rule -> DSV4_STATUS_MISALIGNED; a forced config whose
  * heads per CTA do not divide H, or a decode-only config for prefill ->
  * DSV4_STATUS_UNSUPPORTED; workspace_bytes below the size ->

@@ -90,6 +90,16 @@ int64_t mla_pick_config(int decode, int64_t T, int64_t H) {
     return T < MLA_DECODE_WS32_MIN_T ? DSV4_MLA_CONFIG_H32W4 : DSV4_MLA_CONFIG_WS32;
 }
 
+dsv4_status_t mla_check_grid(const char *op, int decode, int64_t T, int64_t H, int64_t config, int64_t splits) {
+    const int64_t hc = MLA_CFG_HC(config ? config : mla_pick_config(decode, T, H));
+    const int64_t grid = T * (H / hc) * splits; /* T < 2^31, H / hc <= 8, splits <= 32 */
+    if (grid > INT32_MAX)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
+                         "num_tokens = %lld with %lld heads and %lld splits needs %lld CTAs, over 2^31-1", (long long)T,
+                         (long long)H, (long long)splits, (long long)grid);
+    return DSV4_STATUS_SUCCESS;
+}
+
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan) {
     plan->config = config;
     plan->heads_per_cta = MLA_CFG_HC(config);

@@ -31,6 +31,10 @@ dsv4_status_t mla_check_ptr4(const char *op, const char *what, const void *p, in
 /* The auto configuration (sparse_mla_config.h says the rule) of a decode (1) or prefill
  * (0) call of T tokens and H heads. */
 int64_t mla_pick_config(int decode, int64_t T, int64_t H);
+/* The attention grid (T x head groups x splits CTAs) must fit the launch's 2^31-1 blocks.
+ * splits = 1 stands for the auto split too: it picks more than one only when T x groups is
+ * below the SM count, far from the limit. */
+dsv4_status_t mla_check_grid(const char *op, int decode, int64_t T, int64_t H, int64_t config, int64_t splits);
 /* Fill the config fields of a plan (heads per CTA, warps, rows per tile). */
 void mla_plan_config(int64_t config, dsv4_sparse_mla_plan_t *plan);
 

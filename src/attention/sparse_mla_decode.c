@@ -37,7 +37,7 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_range(OP, "num_splits", d->num_splits, 0, DSV4_MLA_MAX_SPLITS));
     DSV4_TRY(dsv4_check_range(OP, "force_merge", d->force_merge, 0, 1));
     DSV4_TRY(dsv4_check_range(OP, "sm_count", d->sm_count, 0, 1 << 16));
-    return DSV4_STATUS_SUCCESS;
+    return mla_check_grid(OP, 1, d->num_tokens, d->num_heads, d->config, d->num_splits ? d->num_splits : 1);
 }
 
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc) {

@@ -19,7 +19,8 @@ static dsv4_status_t check(const dsv4_sparse_mla_prefill_desc_t *d, mla_qo_geom_
     if (kv_stride % 8 != 0)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, OP, "kv_stride = %lld is not a multiple of 8 elements (16 bytes)",
                          (long long)kv_stride);
-    return mla_check_list_shape(OP, "ids", d->width, d->ids_stride);
+    DSV4_TRY(mla_check_list_shape(OP, "ids", d->width, d->ids_stride));
+    return mla_check_grid(OP, 0, d->num_tokens, d->num_heads, d->config, 1);
 }
 
 dsv4_status_t dsv4_sparse_mla_prefill_check(const dsv4_sparse_mla_prefill_desc_t *desc) {

@@ -80,6 +80,7 @@ static int dec_mutate(int i, dec_call_t *c, dsv4_status_t *want, const char **fi
     case 37: c->d.main.cache.page_tokens = -32, *field = "main.cache.page_tokens"; return 1;
     case 38: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_WS32); return 1;
     case 39: UNSUPPORTED_CONFIG(32, DSV4_MLA_CONFIG_WS64); return 1;
+    case 40: c->d.num_tokens = INT64_C(1) << 28, c->d.num_splits = 32, *field = "num_tokens"; return 1; /* 2^33 CTAs */
     default: return 0;
     }
 }
@@ -112,6 +113,9 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 22: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_WS32); return 1;
     case 23: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_WS64); return 1;
     case 24: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_H16W8); return 1;
+    case 25: /* 8 head groups of 2^31 - 1 tokens: more CTAs than a launch takes */
+        c->d.num_tokens = INT32_MAX, c->d.num_heads = 128, c->d.config = DSV4_MLA_CONFIG_H16W4, *field = "num_tokens";
+        return 1;
     default: return 0;
     }
 }
@@ -187,7 +191,7 @@ static void run_decode_table(th_ctx_t *t, const bufs_t *b, dsv4_stream_t s, int 
         dsv4_status_t want;
         const char *field;
         if (!dec_mutate(i, &c, &want, &field)) break;
-        const int desc_level = i <= 20 || i == 37;
+        const int desc_level = i <= 20 || i == 37 || i == 40;
         expect(t, "sparse_mla_decode", "run", i, dsv4_sparse_mla_decode(&c.d, &c.a, c.ws, c.ws_bytes, c.stream), want,
                field);
         if (run_only) continue;
@@ -215,7 +219,7 @@ static void run_prefill_table(th_ctx_t *t, const bufs_t *b, dsv4_stream_t s, int
         if (!pre_mutate(i, &c, &want, &field)) break;
         expect(t, "sparse_mla_prefill", "run", i, dsv4_sparse_mla_prefill(&c.d, &c.a, NULL, 0, c.stream), want, field);
         if (run_only) continue;
-        if (i <= 10 || i == 20) {
+        if (i <= 10 || i == 20 || i == 25) {
             dsv4_sparse_mla_plan_t p;
             size_t bytes;
             expect(t, "sparse_mla_prefill", "check", i, dsv4_sparse_mla_prefill_check(&c.d), want, field);
