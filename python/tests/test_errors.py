@@ -100,6 +100,20 @@ def test_python_side_checks_name_the_tensor():
                              window=128, page_tokens=64, swa_indices=ro)
 
 
+def test_broadcast_views_are_refused(be):
+    """A stride of 0 (expand, broadcast_to) reads as "dense" in the C API: the binding refuses it
+    before the call, and the memory behind the view stays as it was."""
+    cache, seq, table, _ = gather_args(reqs=4)
+    one = be.put(np.full((1, 16, 512), 0x7777, np.uint16))
+    wide = np.broadcast_to(one, (4, 16, 512)) if be.name == "numpy" else one.expand(4, 16, 512)
+    with pytest.raises(ValueError, match="out has a zero stride"):
+        d.kv_gather(be.put(cache), be.put(seq), be.put(table), wide, page_tokens=64)
+    assert (be.get(one) == 0x7777).all()
+    seq_wide = np.broadcast_to(np.int32(10), (4,)) if be.name == "numpy" else be.put(seq[:1]).expand(4)
+    with pytest.raises(ValueError, match="seq_lens"):
+        d.kv_gather(be.put(cache), seq_wide, be.put(table), be.put(np.zeros((4, 16, 512), np.uint16)), page_tokens=64)
+
+
 def test_error_object_carries_status():
     with pytest.raises(d.Dsv4Error) as e:
         d.mhc_plan(6, 100)
