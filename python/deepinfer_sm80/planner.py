@@ -18,12 +18,11 @@ import torch
 
 from . import _structs as S
 from ._ops import op
-from .attention import sparse_mla_decode_plan
-from .indices import _translate_desc
+from ._ops import struct
+from .attention import _plan
 from .mhc import ROUTE_AUTO, mhc_plan
 
 RECORD = S.DSV4_KV_RECORD_BYTES
-DIM = S.DSV4_MLA_DIM
 
 
 def _each(n):
@@ -31,21 +30,13 @@ def _each(n):
     return [int(n)] if isinstance(n, int) else [int(t) for t in n]
 
 
-def _standin(shape, dtype):
-    """A tensor of `shape` that holds one row: descriptors only read its shape and strides, and
-    a stride of 0 is the headers' dense default, so the plan equals that of a dense tensor."""
-    if len(shape) == 1:
-        return torch.empty(shape, dtype=dtype)
-    row = torch.empty((1,) * (len(shape) - 1) + (shape[-1],), dtype=dtype)
-    return row.expand(shape)
-
-
-def _list(T, width, page_tokens):
-    """(cache, ids, lens) of one sparse MLA list: a one-page cache, its page rounded up to the
-    16 bytes the library requires (the plan depends on neither page count nor stride)."""
+def _list_desc(width, page_tokens):
+    """The descriptor of one sparse MLA list over a one-page cache, its page rounded up to the
+    16 bytes the library requires (the plan depends on neither page count nor stride); id
+    stride 0 is the header's dense default."""
     page = (page_tokens * RECORD + 15) // 16 * 16
-    return (torch.empty(1, page, dtype=torch.uint8), _standin((T, width), torch.int32),
-            torch.empty(T, dtype=torch.int32))
+    cache = struct("dsv4_sparse_mla_cache_t", page_tokens=page_tokens, page_stride_bytes=page, num_pages=1)
+    return struct("dsv4_sparse_mla_list_t", width=width, stride=0, cache=cache)
 
 
 class Planner:
@@ -90,8 +81,9 @@ class Planner:
         """topk_indices int32 [T, topk], block_table int32 [num_reqs, block_table_width]."""
         o = op("topk_translate_packed")
         for T in _each(num_tokens):
-            desc = _translate_desc(T, topk, _standin((T, topk), torch.int32),
-                                   _standin((num_reqs, block_table_width), torch.int32), page_tokens, 0)
+            # Strides 0 are the header's dense defaults.
+            desc = struct("dsv4_topk_translate_desc_t", num_tokens=T, topk=topk, num_reqs=num_reqs,
+                          block_table_width=block_table_width, page_tokens=page_tokens)
             self._add("topk_translate_packed", o.workspace_size(desc))
         return self.sizes["topk_translate_packed"]
 
@@ -101,14 +93,13 @@ class Planner:
         extra_width] when extra_width > 0. num_splits, force_merge, config and sm_count as the
         op will be called with them (0 = auto; sm_count 0 = the current device's)."""
         for T in _each(num_tokens):
-            q = _standin((T, num_heads, DIM), torch.bfloat16)
-            mc, mi, ml = _list(T, main_width, main_page_tokens)
-            extra = {}
-            if extra_width:
-                ec, ei, el = _list(T, extra_width, extra_page_tokens)
-                extra = dict(extra_cache=ec, extra_ids=ei, extra_lens=el, extra_page_tokens=extra_page_tokens)
-            plan = sparse_mla_decode_plan(q, mc, mi, ml, main_page_tokens=main_page_tokens, num_splits=num_splits,
-                                          force_merge=force_merge, config=config, sm_count=sm_count, **extra)
+            # Strides 0 are the header's dense defaults: the plan of dense q, out and ids.
+            desc = struct("dsv4_sparse_mla_decode_desc_t", num_tokens=T, num_heads=num_heads,
+                          main=_list_desc(main_width, main_page_tokens), has_extra=int(bool(extra_width)),
+                          extra=_list_desc(extra_width, extra_page_tokens) if extra_width else struct(
+                              "dsv4_sparse_mla_list_t"), num_splits=num_splits, force_merge=int(force_merge),
+                          config=config, sm_count=sm_count)
+            plan = _plan("sparse_mla_decode", desc)
             self._add("sparse_mla_decode", plan["workspace_bytes"])
         return self.sizes["sparse_mla_decode"]
 
