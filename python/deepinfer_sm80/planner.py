@@ -17,8 +17,7 @@ sparse_mla_decode there: its split count otherwise comes from the current device
 import torch
 
 from . import _structs as S
-from ._ops import op
-from ._ops import struct
+from ._ops import op, struct
 from .attention import _plan
 from .mhc import ROUTE_AUTO, mhc_plan
 
