@@ -48,12 +48,8 @@ typedef struct {
     kv_page_div_t ratio_div; /* pos / ratio */
 } kv_rope_insert_params_t;
 
-template <bool ROPE> struct kv_params {
-    typedef kv_insert_params_t type;
-};
-template <> struct kv_params<true> {
-    typedef kv_rope_insert_params_t type;
-};
+template <bool ROPE> struct kv_params { typedef kv_insert_params_t type; };
+template <> struct kv_params<true> { typedef kv_rope_insert_params_t type; };
 
 /* kv_insert's fields of either parameter block. */
 static __device__ __forceinline__ const kv_insert_params_t &kv_ins(const kv_insert_params_t &p) { return p; }
@@ -133,14 +129,14 @@ static dsv4_status_t kv_insert_run(const char *op, const typename kv_params<ROPE
 static kv_insert_params_t kv_insert_params(const uint16_t *k, const int64_t *slot_mapping, uint8_t *cache,
                                            int64_t k_stride_row, int64_t num_tokens, int64_t P, int64_t stride,
                                            int64_t num_pages) {
-    return kv_insert_params_t{k, slot_mapping, cache, k_stride_row, num_tokens, P, stride, num_pages,
-                              kv_page_div_make(P)};
+    return kv_insert_params_t{k, slot_mapping, cache,     k_stride_row,       num_tokens,
+                              P, stride,       num_pages, kv_page_div_make(P)};
 }
 
 extern "C" dsv4_status_t kv_insert_launch(const dsv4_kv_insert_desc_t *d, const kv_insert_plan_t *plan,
                                           const dsv4_kv_insert_args_t *a, dsv4_stream_t stream) {
-    const kv_insert_params_t prm = kv_insert_params(a->k, a->slot_mapping, a->cache, plan->k_stride_row,
-                                                    d->num_tokens, d->page_tokens, d->page_stride_bytes, d->num_pages);
+    const kv_insert_params_t prm = kv_insert_params(a->k, a->slot_mapping, a->cache, plan->k_stride_row, d->num_tokens,
+                                                    d->page_tokens, d->page_stride_bytes, d->num_pages);
     return kv_insert_run<false>("kv_insert", prm, plan->blocks, stream);
 }
 
@@ -149,7 +145,10 @@ extern "C" dsv4_status_t kv_rope_insert_launch(const dsv4_kv_rope_insert_desc_t 
     const kv_rope_insert_params_t prm = {kv_insert_params(a->latent, a->slot_mapping, a->cache, plan->k_stride_row,
                                                           d->num_tokens, d->page_tokens, d->page_stride_bytes,
                                                           d->num_pages),
-                                         a->positions, a->cos_sin_cache, d->ratio, d->max_position,
+                                         a->positions,
+                                         a->cos_sin_cache,
+                                         d->ratio,
+                                         d->max_position,
                                          kv_page_div_make(d->ratio)};
     return kv_insert_run<true>("kv_rope_insert", prm, plan->blocks, stream);
 }

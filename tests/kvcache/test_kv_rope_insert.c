@@ -88,7 +88,8 @@ void test_kv_rope_insert_known_answers(th_ctx_t *t) {
     for (int i = 0; i < 32; ++i) y[448 + 2 * i] = 0xBF80, y[449 + 2 * i] = 0x3F80;
     kvt_model_insert(g, want, 3, y);
     memcpy(y, x + 2 * 512, 1024);
-    for (int i = 0; i < 32; ++i) y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
+    for (int i = 0; i < 32; ++i)
+        y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
     kvt_model_insert(g, want, 5, y);
     kvt_model_insert(g, want, 6, x + 3 * 512);
     kvt_cmp_cache(t, "rope_insert known answers r=2", g, got, want);
@@ -104,7 +105,8 @@ void test_kv_rope_insert_known_answers(th_ctx_t *t) {
     kvt_model_insert(g, want, 3, y);
     kvt_model_insert(g, want, 4, x + 512);
     memcpy(y, x + 2 * 512, 1024);
-    for (int i = 0; i < 32; ++i) y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
+    for (int i = 0; i < 32; ++i)
+        y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
     kvt_model_insert(g, want, 5, y);
     kvt_model_insert(g, want, 6, x + 3 * 512);
     kvt_cmp_cache(t, "rope_insert known answers r=1", g, got, want);
