@@ -45,6 +45,21 @@ static float *random_table(th_rng_t *r, int64_t max_pos) {
     return cs;
 }
 
+/* The known answers' image: slots 3 and 5 the quarter turn (a, b) -> (-b, a) of rows 0
+ * and 2 (no zeros, so fmaf(a, 0, -b) = -b and fmaf(b, 0, a) = a exactly), slot 6 row 3
+ * unrotated, and slot 4 row 1 unrotated when with_slot4. */
+static void expected_image(kvt_geom_t g, uint8_t *want, const uint16_t *x, int with_slot4) {
+    uint16_t y[512];
+    for (int n = 0; n <= 2; n += 2) {
+        memcpy(y, x + n * 512, 1024);
+        for (int i = 0; i < 32; ++i)
+            y[448 + 2 * i] = x[n * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[n * 512 + 448 + 2 * i];
+        kvt_model_insert(g, want, 3 + n, y);
+    }
+    if (with_slot4) kvt_model_insert(g, want, 4, x + 512);
+    kvt_model_insert(g, want, 6, x + 3 * 512);
+}
+
 void test_kv_rope_insert_known_answers(th_ctx_t *t) {
     /* Table of 8 positions: identity everywhere except position 6, a quarter turn. */
     const int64_t max_pos = 8, P = 64, stride = MC_PAGE_STRIDE(64);
@@ -81,17 +96,8 @@ void test_kv_rope_insert_known_answers(th_ctx_t *t) {
         const uint16_t yb = (uint16_t)(d3[450 + 4 * i] | d3[451 + 4 * i] << 8);
         TH_CHECK(t, ya == 0xBF80 && yb == 0x3F80, "slot 3 pair %d = (0x%04x, 0x%04x), expected (-1, 1)", i, ya, yb);
     }
-    /* The expected image: slot 3 as above, slot 5 the quarter turn of row 2, slot 6 row 3
-     * unrotated; slot 4 (pos 6) and the skipped rows nothing. */
-    uint16_t y[512];
-    memcpy(y, x, 1024);
-    for (int i = 0; i < 32; ++i) y[448 + 2 * i] = 0xBF80, y[449 + 2 * i] = 0x3F80;
-    kvt_model_insert(g, want, 3, y);
-    memcpy(y, x + 2 * 512, 1024);
-    for (int i = 0; i < 32; ++i)
-        y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
-    kvt_model_insert(g, want, 5, y);
-    kvt_model_insert(g, want, 6, x + 3 * 512);
+    /* Slot 4 (pos 6) and the skipped rows write nothing. */
+    expected_image(g, want, x, 0);
     kvt_cmp_cache(t, "rope_insert known answers r=2", g, got, want);
     /* r = 1: every valid token writes, at its own position: pos 6 -> quarter turn. */
     memset(got, 0xEE, (size_t)stride);
@@ -100,16 +106,7 @@ void test_kv_rope_insert_known_answers(th_ctx_t *t) {
     int64_t pos1[6] = {6, 5, 6, 9, 6, 6};
     const dsv4_kv_rope_insert_args_t a1 = {x, pos1, slots, cs, got};
     TH_OK(t, dsv4_kv_rope_insert_ref(&d, &a1));
-    memcpy(y, x, 1024);
-    for (int i = 0; i < 32; ++i) y[448 + 2 * i] = 0xBF80, y[449 + 2 * i] = 0x3F80;
-    kvt_model_insert(g, want, 3, y);
-    kvt_model_insert(g, want, 4, x + 512);
-    memcpy(y, x + 2 * 512, 1024);
-    for (int i = 0; i < 32; ++i)
-        y[448 + 2 * i] = x[2 * 512 + 449 + 2 * i] ^ 0x8000, y[449 + 2 * i] = x[2 * 512 + 448 + 2 * i];
-    kvt_model_insert(g, want, 5, y);
-    kvt_model_insert(g, want, 6, x + 3 * 512);
-    kvt_cmp_cache(t, "rope_insert known answers r=1", g, got, want);
+    expected_image(g, want, x, 1);
     free(cs), free(x), free(got), free(want);
 }
 
