@@ -7,6 +7,11 @@
  *   kv_insert    T=N P=64        N rows into consecutive slots of shuffled pages; bytes =
  *                                N * (1024 read + 584 written); ceiling: copy (N = 65,536)
  *                                or the empty launch (N = 8,192, a latency case)
+ *   kv_rope_insert T=N r=R      compressed-cache writer: positions 0..N-1 of one request,
+ *                                every R-th token writes its state (P = 128 at r = 1, 64 at
+ *                                r = 2, shuffled pages); bytes = N/R * (1024 read + 584
+ *                                written) + N * 16 (positions, slots); ceiling: copy (the
+ *                                empty launch at N = 24, a decode case)
  *   kv_swa_write T=N H=h         V4.1 SWA page (P = 32); bytes =
  *                                N * (h * 1024 * 2 (q read + written) + 1024 (kv) + 584)
  *   kv_swa_write T=N H=h skip-q-norm  the same without the q RMS norm (skip_q_norm = 1):
@@ -311,6 +316,113 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
     return rc;
 }
 
+/* ---- compressed-cache writer ------------------------------------------------------------- */
+typedef struct {
+    dsv4_kv_rope_insert_desc_t d;
+    dsv4_kv_rope_insert_args_t a;
+} rope_state_t;
+static dsv4_status_t rope_launch(bench_ctx_t *ctx, void *st) {
+    rope_state_t *g = st;
+    return dsv4_kv_rope_insert(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
+}
+static void rope_cpu(void *st) {
+    rope_state_t *g = st;
+    dsv4_kv_rope_insert_ref(&g->d, &g->a);
+}
+
+/* Positions 0..T-1; the token closing group v writes state v at slot page(v / P) * P + v % P
+ * of shuffled pages, the others have slot -1 (upstream's compressed slot mapping). */
+static void rope_problem(int64_t T, int64_t r, uint64_t *s, rope_state_t *h) {
+    const int64_t P = r == 1 ? 128 : 64, states = T / r, npages = (states + P - 1) / P + 1, max_pos = T;
+    h->d = (dsv4_kv_rope_insert_desc_t){T, 0, P, MC_PAGE_STRIDE(P), npages, r, max_pos};
+    uint16_t *x = malloc((size_t)T * 1024);
+    int64_t *pos = malloc((size_t)T * 8), *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
+    float *cs = malloc((size_t)max_pos * 256);
+    for (int64_t i = 0; i < T * 512; ++i) x[i] = rng_bf16(s);
+    for (int64_t i = 0; i < max_pos * 64; ++i) cs[i] = (float)((double)bench_rng_next(s) / 18446744073709551616.0);
+    for (int64_t i = 0; i < T; ++i) {
+        const int64_t v = i / r;
+        pos[i] = i;
+        slots[i] = (i + 1) % r == 0 ? pages[v / P] * P + v % P : -1;
+    }
+    free(pages);
+    uint8_t *cache = calloc((size_t)(npages * h->d.page_stride_bytes), 1);
+    h->a = (dsv4_kv_rope_insert_args_t){x, pos, slots, cs, cache};
+}
+static void rope_free(rope_state_t *h) {
+    free((void *)h->a.latent), free((void *)h->a.positions), free((void *)h->a.slot_mapping);
+    free((void *)h->a.cos_sin_cache), free(h->a.cache);
+}
+
+static int run_rope_insert(bench_ctx_t *ctx, const char *op, const char *name) {
+    const int64_t T = strstr(name, "65536") ? 65536 : strstr(name, "8192") ? 8192 : 24;
+    const int64_t r = strstr(name, "r=2") ? 2 : 1;
+    uint64_t s = 0x20BE;
+    rope_state_t h;
+    bench_timing_t tm;
+    if (!ctx->have_gpu) { /* 256 tokens of all-1.0 latents, table cos 0.5, sin 0.75: every
+                             written record has codes 0x78, enc 0x77, pairs (-0.25, 1.25) */
+        rope_problem(256, r, &s, &h);
+        for (int64_t i = 0; i < 256 * 512; ++i) ((uint16_t *)h.a.latent)[i] = 0x3F80;
+        for (int64_t i = 0; i < h.d.max_position * 64; ++i)
+            ((float *)h.a.cos_sin_cache)[i] = i % 64 < 32 ? 0.5f : 0.75f;
+        bench_time_cpu(rope_cpu, &h, 5, &tm);
+        int ok = 1;
+        for (int64_t i = 0; i < 256; ++i) {
+            if (h.a.slot_mapping[i] < 0) continue;
+            const int64_t page = h.a.slot_mapping[i] / h.d.page_tokens, p = h.a.slot_mapping[i] % h.d.page_tokens;
+            const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + p * DSV4_KV_DATA_BYTES;
+            const uint8_t *sc = h.a.cache + page * h.d.page_stride_bytes + h.d.page_tokens * DSV4_KV_DATA_BYTES +
+                                p * DSV4_KV_SCALE_BYTES;
+            for (int k = 0; k < 7; ++k) ok &= sc[k] == 0x77 && rec[64 * k] == 0x78 && rec[64 * k + 63] == 0x78;
+            for (int j = 0; j < 32; ++j)
+                ok &= rec[448 + 4 * j] == 0x80 && rec[449 + 4 * j] == 0xBE && rec[450 + 4 * j] == 0xA0 &&
+                      rec[451 + 4 * j] == 0x3F;
+            ok &= sc[7] == 0;
+        }
+        char ran[48];
+        snprintf(ran, sizeof ran, "T=256 r=%lld P=%lld", (long long)r, (long long)h.d.page_tokens);
+        bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+        rope_free(&h);
+        return !ok;
+    }
+    rope_problem(T, r, &s, &h);
+    const size_t cbytes = (size_t)(h.d.num_pages * h.d.page_stride_bytes), tb = (size_t)T * 8;
+    const size_t csb = (size_t)h.d.max_position * 256;
+    void *dx = bench_dev_alloc((size_t)T * 1024), *dp = bench_dev_alloc(tb), *ds = bench_dev_alloc(tb);
+    void *dcs = bench_dev_alloc(csb), *dc = bench_dev_alloc(cbytes);
+    rope_state_t dv = h;
+    int rc = 1;
+    if (dx && dp && ds && dcs && dc && !bench_upload(dx, h.a.latent, (size_t)T * 1024) &&
+        !bench_upload(dp, h.a.positions, tb) && !bench_upload(ds, h.a.slot_mapping, tb) &&
+        !bench_upload(dcs, h.a.cos_sin_cache, csb) && !bench_upload(dc, h.a.cache, cbytes)) {
+        dv.a = (dsv4_kv_rope_insert_args_t){dx, dp, ds, dcs, dc};
+        int ok = 1;
+        if (ctx->check) {
+            uint8_t *got = malloc(cbytes);
+            ok = !bench_run_once(ctx, rope_launch, &dv) && !bench_download(got, dc, cbytes);
+            dsv4_kv_rope_insert_ref(&h.d, &h.a);
+            ok = ok && !memcmp(got, h.a.cache, cbytes);
+            free(got);
+        }
+        if (bench_time(ctx, rope_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("kvcache bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            char cfg[160];
+            snprintf(cfg, sizeof cfg,
+                     "P=%lld stride=%lld positions 0..T-1, every r-th token writes (shuffled pages); check: every "
+                     "cache byte",
+                     (long long)h.d.page_tokens, (long long)h.d.page_stride_bytes);
+            bench_report(ctx, op, name, cfg, &tm, (double)(T / r) * (1024 + 584) + (double)T * 16, 0,
+                         T == 24 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    }
+    bench_dev_free(dx), bench_dev_free(dp), bench_dev_free(ds), bench_dev_free(dcs), bench_dev_free(dc);
+    rope_free(&h);
+    return rc;
+}
+
 /* ---- fused SWA writer ------------------------------------------------------------------- */
 typedef struct {
     dsv4_kv_swa_write_desc_t d;
@@ -501,22 +613,16 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
 }
 
 const bench_case_t bench_kvcache_cases[] = {
-    {"kv_gather", "rows=16384 R=1 P=64", run_gather},
-    {"kv_gather", "rows=16384 R=4 P=64", run_gather},
-    {"kv_gather", "rows=16384 R=1 P=256", run_gather},
-    {"kv_gather", "rows=16384 R=4 P=256", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=64", run_gather},
-    {"kv_gather", "rows=49152 R=4 P=64", run_gather},
-    {"kv_gather", "rows=49152 R=1 P=256", run_gather},
-    {"kv_gather", "rows=49152 R=4 P=256", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=64", run_gather},
-    {"kv_gather", "rows=131072 R=4 P=64", run_gather},
-    {"kv_gather", "rows=131072 R=1 P=256", run_gather},
-    {"kv_gather", "rows=131072 R=4 P=256", run_gather},
-    {"kv_insert", "T=65536 P=64", run_insert},
-    {"kv_insert", "T=8192 P=64", run_insert},
-    {"kv_swa_write", "T=8192 H=64", run_swa},
-    {"kv_swa_write", "T=8192 H=32", run_swa},
-    {"kv_swa_write", "T=8192 H=64 skip-q-norm", run_swa},
+    {"kv_gather", "rows=16384 R=1 P=64", run_gather},   {"kv_gather", "rows=16384 R=4 P=64", run_gather},
+    {"kv_gather", "rows=16384 R=1 P=256", run_gather},  {"kv_gather", "rows=16384 R=4 P=256", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=64", run_gather},   {"kv_gather", "rows=49152 R=4 P=64", run_gather},
+    {"kv_gather", "rows=49152 R=1 P=256", run_gather},  {"kv_gather", "rows=49152 R=4 P=256", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=64", run_gather},  {"kv_gather", "rows=131072 R=4 P=64", run_gather},
+    {"kv_gather", "rows=131072 R=1 P=256", run_gather}, {"kv_gather", "rows=131072 R=4 P=256", run_gather},
+    {"kv_insert", "T=65536 P=64", run_insert},          {"kv_insert", "T=8192 P=64", run_insert},
+    {"kv_rope_insert", "T=8192 r=1", run_rope_insert},  {"kv_rope_insert", "T=65536 r=1", run_rope_insert},
+    {"kv_rope_insert", "T=8192 r=2", run_rope_insert},  {"kv_rope_insert", "T=65536 r=2", run_rope_insert},
+    {"kv_rope_insert", "T=24 r=2", run_rope_insert},    {"kv_swa_write", "T=8192 H=64", run_swa},
+    {"kv_swa_write", "T=8192 H=32", run_swa},           {"kv_swa_write", "T=8192 H=64 skip-q-norm", run_swa},
 };
 const int bench_kvcache_count = (int)(sizeof bench_kvcache_cases / sizeof bench_kvcache_cases[0]);

@@ -3,11 +3,12 @@
  * (the format: below and src/common/kv_format.h; number formats: dsv4/numerics.h).
  *
  *   dsv4_kv_insert      quantize bf16 latent rows and insert them into the cache
+ *   dsv4_kv_rope_insert compressed-cache writer: RoPE of a compressed latent + insert
  *   dsv4_kv_swa_write   fused SWA writer: q RMS norm (or not) + q RoPE (in place), kv RoPE, insert
  *   dsv4_kv_gather      dequantize cache rows into a bf16 workspace, per request
  *
  * ---------------------------------------------------------------------------------
- * The record and the page (shared by the three operators)
+ * The record and the page (shared by the operators)
  * ---------------------------------------------------------------------------------
  * A token's 512-dim latent row takes 584 bytes, split over two regions of its page.
  * With P = page_tokens, a page at byte `page * page_stride_bytes` from the cache base,
@@ -28,7 +29,7 @@
  *   num_pages            in [1, INT64_MAX / page_stride_bytes]          INVALID_VALUE
  *   cache pointer        16-byte aligned (the kernels' vector accesses) MISALIGNED
  *
- * Quantization of a row (insert and SWA writer): per
+ * Quantization of a row (the three writers): per
  * 64-dim block, amax = max |x| over its bf16 values with NaN left out, floored at 1e-4;
  * enc = the smallest e + 127 with 448 * 2^e >= amax, clamped to [0, 255]; each code is
  * e4m3(clamp(x * 2^-e, -448, 448)) with round-to-nearest-even, NaN -> 0x7E. Bit-exact.
@@ -97,6 +98,58 @@ dsv4_status_t dsv4_kv_insert_workspace_size(const dsv4_kv_insert_desc_t *desc, s
 dsv4_status_t dsv4_kv_insert(const dsv4_kv_insert_desc_t *desc, const dsv4_kv_insert_args_t *args, void *workspace,
                              size_t workspace_bytes, dsv4_stream_t stream);
 dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_kv_insert_args_t *args);
+
+/* =================================================================================
+ * dsv4_kv_rope_insert: compressed-cache writer (RoPE of the latent + quantize + insert)
+ * =================================================================================
+ * The compressor's latent rows go into the compressed cache: token t writes only when it
+ * closes a group of r = ratio positions. For t in [0, num_tokens): pos = positions[t],
+ * slot = slot_mapping[t]. The row is skipped (nothing written) when slot is negative or
+ * >= num_pages * P, as for dsv4_kv_insert, or when pos + 1 is not a multiple of r (r = 1:
+ * every token). Otherwise the group's first position p = pos + 1 - r (= floor(pos / r) * r)
+ * rotates dims 448..511 of the latent, pair i in [0, 32) being dims a = 448 + 2i, b = a + 1:
+ *     c = cos_sin_cache[p, i],  s = cos_sin_cache[p, 32 + i],  x = float(latent[t, .])
+ *     y_a = bf16(fmaf(x_a, c, -(x_b * s))),   y_b = bf16(fmaf(x_b, c, x_a * s))
+ * (inner products rounded fp32 products; y_b rounds x_a * s, where dsv4_kv_swa_write
+ * rounds x_b * c: each matches the upstream writer it replaces). A p outside
+ * [0, max_position) (a negative pos) rotates by the identity (c = 1, s = 0). Dims < 448
+ * of y are the latent's bits. The 584 bytes of the slot's record are those dsv4_kv_insert
+ * writes for the bf16 row y, bit for bit; no other byte of the cache changes. The latent
+ * is not modified.
+ *
+ *   latent         bf16 [rows >= num_tokens, 512], row stride latent_stride_row elements;
+ *                  16-byte aligned, stride a multiple of 8
+ *   positions      int64 [num_tokens], 8-byte aligned
+ *   slot_mapping   int64 [num_tokens], 8-byte aligned, negative = skip
+ *   cos_sin_cache  fp32 [max_position, 64], contiguous, 16-byte aligned
+ *   cache          as for dsv4_kv_insert (pages: P = 128 at r = 1, 64 at r = 2 on SM8x)
+ *
+ * Errors: num_tokens outside [0, 2^31 - 1], ratio outside [1, 2^31 - 1], max_position < 1,
+ * latent_stride_row < 512 -> INVALID_VALUE; latent_stride_row not a multiple of 8,
+ * misaligned pointers -> MISALIGNED. num_tokens = 0 validates and launches nothing. */
+typedef struct dsv4_kv_rope_insert_desc {
+    int64_t num_tokens;        /* rows = entries of positions and slot_mapping                */
+    int64_t latent_stride_row; /* elements between rows of latent; 0 means 512                */
+    int64_t page_tokens;       /* P: slots per page                                           */
+    int64_t page_stride_bytes; /* bytes between pages, >= P*584, multiple of 16               */
+    int64_t num_pages;         /* pages in the cache; slots >= num_pages*P are skipped        */
+    int64_t ratio;             /* r: positions per compressed state (1 or 2 in DeepSeek-V4.1) */
+    int64_t max_position;      /* rows of cos_sin_cache                                       */
+} dsv4_kv_rope_insert_desc_t;
+
+typedef struct dsv4_kv_rope_insert_args {
+    const uint16_t *latent;      /* bf16 compressed latent rows                               */
+    const int64_t *positions;    /* position of each token                                     */
+    const int64_t *slot_mapping; /* compressed-cache slot per row, negative = skip            */
+    const float *cos_sin_cache;  /* [max_position, 64]: cos in 0..31, sin in 32..63           */
+    uint8_t *cache;              /* the compressed cache                                       */
+} dsv4_kv_rope_insert_args_t;
+
+dsv4_status_t dsv4_kv_rope_insert_check(const dsv4_kv_rope_insert_desc_t *desc);
+dsv4_status_t dsv4_kv_rope_insert_workspace_size(const dsv4_kv_rope_insert_desc_t *desc, size_t *bytes);
+dsv4_status_t dsv4_kv_rope_insert(const dsv4_kv_rope_insert_desc_t *desc, const dsv4_kv_rope_insert_args_t *args,
+                                  void *workspace, size_t workspace_bytes, dsv4_stream_t stream);
+dsv4_status_t dsv4_kv_rope_insert_ref(const dsv4_kv_rope_insert_desc_t *desc, const dsv4_kv_rope_insert_args_t *args);
 
 /* =================================================================================
  * dsv4_kv_swa_write: fused q-norm + q RoPE + kv RoPE + quantize + insert

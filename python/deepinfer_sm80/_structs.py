@@ -359,6 +359,28 @@ class dsv4_kv_insert_args_t(ctypes.Structure):
     ]
 
 
+class dsv4_kv_rope_insert_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("latent_stride_row", ctypes.c_int64),  # int64_t latent_stride_row
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
+        ("num_pages", ctypes.c_int64),  # int64_t num_pages
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("max_position", ctypes.c_int64),  # int64_t max_position
+    ]
+
+
+class dsv4_kv_rope_insert_args_t(ctypes.Structure):
+    _fields_ = [
+        ("latent", ctypes.c_void_p),  # const uint16_t *latent
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("slot_mapping", ctypes.c_void_p),  # const int64_t *slot_mapping
+        ("cos_sin_cache", ctypes.c_void_p),  # const float *cos_sin_cache
+        ("cache", ctypes.c_void_p),  # uint8_t *cache
+    ]
+
+
 class dsv4_kv_swa_write_desc_t(ctypes.Structure):
     _fields_ = [
         ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
@@ -632,6 +654,8 @@ STRUCTS = [
     dsv4_decode_swa_indices_args_t,
     dsv4_kv_insert_desc_t,
     dsv4_kv_insert_args_t,
+    dsv4_kv_rope_insert_desc_t,
+    dsv4_kv_rope_insert_args_t,
     dsv4_kv_swa_write_desc_t,
     dsv4_kv_swa_write_args_t,
     dsv4_kv_gather_desc_t,
@@ -706,6 +730,10 @@ PROTOTYPES = {
     "dsv4_kv_insert_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_insert_desc_t), ctypes.c_void_p]),
     "dsv4_kv_insert": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_insert_desc_t), ctypes.POINTER(dsv4_kv_insert_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_kv_insert_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_insert_desc_t), ctypes.POINTER(dsv4_kv_insert_args_t)]),
+    "dsv4_kv_rope_insert_check": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_rope_insert_desc_t)]),
+    "dsv4_kv_rope_insert_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_rope_insert_desc_t), ctypes.c_void_p]),
+    "dsv4_kv_rope_insert": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_rope_insert_desc_t), ctypes.POINTER(dsv4_kv_rope_insert_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_kv_rope_insert_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_rope_insert_desc_t), ctypes.POINTER(dsv4_kv_rope_insert_args_t)]),
     "dsv4_kv_swa_write_check": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_swa_write_desc_t)]),
     "dsv4_kv_swa_write_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_swa_write_desc_t), ctypes.c_void_p]),
     "dsv4_kv_swa_write": (ctypes.c_int, [ctypes.POINTER(dsv4_kv_swa_write_desc_t), ctypes.POINTER(dsv4_kv_swa_write_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),

@@ -60,6 +60,38 @@ def kv_insert(k, slot_mapping, cache, *, page_tokens, page_stride_bytes=None, wo
     return cache
 
 
+def kv_rope_insert(latent, positions, slot_mapping, cos_sin_cache, cache, *, page_tokens, ratio,
+                   page_stride_bytes=None, workspace=None):
+    """Compressed-cache writer: token t with (positions[t] + 1) % ratio == 0 and a valid
+    slot_mapping[t] writes the record of its latent row with dims 448..511 rotated at the
+    group's first position (include/dsv4/kvcache.h); other tokens write nothing.
+
+    latent: bf16 [rows >= T, 512]; positions, slot_mapping: int64 [T]; cos_sin_cache: fp32
+    [max_position, 64]; cache: uint8 pages (written in place, and returned)."""
+    o = "kv_rope_insert"
+    arg(o, "latent", latent, "bf16", 2, (None, DIM))
+    arg(o, "positions", positions, "i64", 1)
+    arg(o, "slot_mapping", slot_mapping, "i64", 1)
+    arg(o, "cos_sin_cache", cos_sin_cache, "f32", 2, (None, 64))
+    contiguous(o, "cos_sin_cache", cos_sin_cache)
+    writable(o, "cache", cache)
+    stride, pages = cache_geometry(o, "cache", cache, page_tokens, page_stride_bytes)
+    T = shape(slot_mapping)[0]
+    if shape(positions)[0] != T:
+        raise ValueError(f"{o}: positions has {shape(positions)[0]} entries, slot_mapping {T}")
+    if shape(latent)[0] < T:
+        raise ValueError(f"{o}: latent has {shape(latent)[0]} rows, fewer than the {T} entries of slot_mapping")
+    anchor = side(o, latent=latent, positions=positions, slot_mapping=slot_mapping, cos_sin_cache=cos_sin_cache,
+                  cache=cache)
+    desc = struct("dsv4_kv_rope_insert_desc_t", num_tokens=T, latent_stride_row=strides(latent)[0],
+                  page_tokens=page_tokens, page_stride_bytes=stride, num_pages=pages, ratio=ratio,
+                  max_position=shape(cos_sin_cache)[0])
+    args = struct("dsv4_kv_rope_insert_args_t", latent=addr(latent), positions=addr(positions),
+                  slot_mapping=addr(slot_mapping), cos_sin_cache=addr(cos_sin_cache), cache=addr(cache))
+    op(o)(desc, args, anchor, workspace)
+    return cache
+
+
 def kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, *, page_tokens, eps=None, num_heads=None,
                  page_stride_bytes=None, workspace=None, skip_q_norm=False):
     """Fused SWA writer: q RMS norm + q RoPE in place, kv RoPE + quantize + insert.

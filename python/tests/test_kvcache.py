@@ -153,3 +153,23 @@ def test_kv_gather(be, rng, reqs, P, with_gather_lens, layout):
     if layout == "padded":
         buf[:, 1:M + 1, :512] = want
         oracle.assert_bits(be.get(whole), buf, "out with the elements around it (those must stay)")
+
+
+@pytest.mark.parametrize("ratio", [1, 2])
+@pytest.mark.parametrize("layout", ["dense", "padded"])
+def test_kv_rope_insert(be, rng, ratio, layout):
+    from deepinfer_sm80.kvcache import kv_rope_insert
+    cache, x, slots, P = _insert_case(rng)
+    T, max_pos = len(slots), 80
+    pos = rng.integers(-2, max_pos + 4, size=T).astype(np.int64)
+    cs = rng.standard_normal((max_pos, 64)).astype(np.float32)
+    want = cache.copy()
+    oracle.ref("kv_rope_insert", dict(num_tokens=T, page_tokens=P, page_stride_bytes=cache.shape[1],
+                                      num_pages=cache.shape[0], ratio=ratio, max_position=max_pos),
+               latent=x, positions=pos, slot_mapping=slots, cos_sin_cache=cs, cache=want)
+    assert not np.array_equal(want, cache), "the reference wrote nothing"
+    xt = oracle.embed(be, x, 8, 0x7E7E)[0] if layout == "padded" else be.put(x)
+    c, kw, read = cache_view(be, cache, layout, P)
+    assert kv_rope_insert(xt, be.put(pos), be.put(slots), be.put(cs), c, page_tokens=P, ratio=ratio, **kw) is c
+    oracle.assert_bits(read(), want, f"kv_rope_insert cache (r={ratio}, {layout})")
+    assert np.array_equal(be.get(xt), x), "kv_rope_insert modified its input"

@@ -44,12 +44,16 @@ typedef struct {
 
 /* Validate a descriptor (everything but pointers) and fill the plan. */
 dsv4_status_t kv_insert_plan(const dsv4_kv_insert_desc_t *desc, kv_insert_plan_t *plan);
+/* kv_rope_insert runs kv_insert's kernel shape: its plan is kv_insert's (latent stride). */
+dsv4_status_t kv_rope_insert_plan(const dsv4_kv_rope_insert_desc_t *desc, kv_insert_plan_t *plan);
 dsv4_status_t kv_swa_plan(const dsv4_kv_swa_write_desc_t *desc, kv_swa_plan_t *plan);
 dsv4_status_t kv_gather_plan(const dsv4_kv_gather_desc_t *desc, kv_gather_plan_t *plan);
 
 /* ---- launchers (src/kvcache/<op>_kernel.cu); called only with validated input ------- */
 dsv4_status_t kv_insert_launch(const dsv4_kv_insert_desc_t *desc, const kv_insert_plan_t *plan,
                                const dsv4_kv_insert_args_t *args, dsv4_stream_t stream);
+dsv4_status_t kv_rope_insert_launch(const dsv4_kv_rope_insert_desc_t *desc, const kv_insert_plan_t *plan,
+                                    const dsv4_kv_rope_insert_args_t *args, dsv4_stream_t stream);
 dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *desc, const kv_swa_plan_t *plan,
                             const dsv4_kv_swa_write_args_t *args, dsv4_stream_t stream);
 dsv4_status_t kv_gather_launch(const dsv4_kv_gather_desc_t *desc, const kv_gather_plan_t *plan,
@@ -58,6 +62,8 @@ dsv4_status_t kv_gather_launch(const dsv4_kv_gather_desc_t *desc, const kv_gathe
 /* ---- the references' loops (src/kvcache/<op>_ref.c), on validated input ------------- */
 dsv4_status_t kv_insert_ref_run(const dsv4_kv_insert_desc_t *desc, const kv_insert_plan_t *plan,
                                 const dsv4_kv_insert_args_t *args);
+dsv4_status_t kv_rope_insert_ref_run(const dsv4_kv_rope_insert_desc_t *desc, const kv_insert_plan_t *plan,
+                                     const dsv4_kv_rope_insert_args_t *args);
 dsv4_status_t kv_swa_ref_run(const dsv4_kv_swa_write_desc_t *desc, const kv_swa_plan_t *plan,
                              const dsv4_kv_swa_write_args_t *args);
 dsv4_status_t kv_gather_ref_run(const dsv4_kv_gather_desc_t *desc, const kv_gather_plan_t *plan,

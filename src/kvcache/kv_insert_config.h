@@ -23,6 +23,9 @@
  * us with the cap against 37.1 us without it (a warp per token, no prefetch). 7 CTAs per
  * SM gives ptxas the same 32-register cap as 8, and both spill. */
 #define KV_INSERT_CTAS_PER_SM KV_INSERT_MIN_BLOCKS
+/* kv_rope_insert (the ROPE variant of the kernel) also holds the cos/sin of its RoPE pairs
+ * next to two rows: 4 CTAs per SM (32 warps) leave ptxas 64 registers; 5 spill on SM90. */
+#define KV_ROPE_INSERT_MIN_BLOCKS 4
 #define KV_INSERT_SMEM_BYTES 0
 DSV4_SMEM_BUDGET_ASSERT(KV_INSERT_SMEM_BYTES, "kv_insert");
 

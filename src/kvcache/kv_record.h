@@ -119,6 +119,28 @@ DSV4_HD uint32_t kv_rope_word(uint32_t w, float scale, float c, float s) {
     return dsv4_f32_to_bf16(ya) | ((uint32_t)dsv4_f32_to_bf16(yb) << 16);
 }
 
+/* The compressed writer's form (dsv4_kv_rope_insert): y_b = fmaf(x_b, c, x_a * s), the
+ * contraction upstream's Triton writer compiles to; y_a as kv_rope_pair. */
+DSV4_HD void kv_rope_pair_t(float xa, float xb, float c, float s, float *ya, float *yb) {
+    *ya = fmaf(xa, c, -KV_FMUL(xb, s));
+    *yb = fmaf(xb, c, KV_FMUL(xa, s));
+}
+/* kv_rope_word in that form, unscaled: bf16(rotate(x)) of the pair word w. */
+DSV4_HD uint32_t kv_rope_word_t(uint32_t w, float c, float s) {
+    float ya, yb;
+    kv_rope_pair_t(dsv4_bf16_to_f32((uint16_t)w), dsv4_bf16_to_f32((uint16_t)(w >> 16)), c, s, &ya, &yb);
+    return dsv4_f32_to_bf16(ya) | ((uint32_t)dsv4_f32_to_bf16(yb) << 16);
+}
+
+/* Does a token at position pos close a group of r positions ((pos + 1) % r == 0)? If so,
+ * *first = the group's first position pos + 1 - r, negative for a negative pos (the
+ * identity rotation). Written without pos + 1, which overflows at INT64_MAX. */
+DSV4_HD int kv_group_closes(int64_t pos, int64_t r, int64_t *first) {
+    const int64_t m = pos % r; /* in (-r, r), C's truncating remainder */
+    *first = pos < 0 ? -1 : pos - (r - 1);
+    return m == r - 1 || m == -1;
+}
+
 /* cos_i and sin_i of pair i at position pos; the identity (1, 0) outside [0, max_position). */
 DSV4_HD void kv_rope_coeff(const float *cos_sin, int64_t pos, int64_t max_position, int i, float *c, float *s) {
     const int in = pos >= 0 && pos < max_position;

@@ -49,6 +49,14 @@ static __device__ __forceinline__ bool kv_slot_locate(int64_t slot, int64_t P, k
     return *page < num_pages;
 }
 
+/* kv_group_closes (kv_record.h) with the multiply-high division for positions below 2^31
+ * (every real one), as kv_slot_locate; div = kv_page_div_make(r). */
+static __device__ __forceinline__ bool kv_group_closes_div(int64_t pos, int64_t r, kv_page_div_t div, int64_t *first) {
+    if (pos < 0 || pos > INT32_MAX) return kv_group_closes(pos, r, first);
+    *first = pos - (r - 1);
+    return pos - (int64_t)kv_page_div((uint32_t)pos, div.magic, div.shift) * r == r - 1;
+}
+
 /* max on two bf16 lanes (sm_80 max.bf16x2): a NaN lane yields the other operand, as
  * fmaxf does, and two NaNs give NaN. Exact, like any max. */
 static __device__ __forceinline__ uint32_t kv_bf16x2_max(uint32_t a, uint32_t b) {

@@ -40,6 +40,12 @@ static dsv4_status_t gat_run(const void *d, const void *a) { return dsv4_kv_gath
 static dsv4_status_t gat_ref(const void *d, const void *a) { return dsv4_kv_gather_ref(d, a); }
 static const op_api_t gather_api = {"kv_gather", gat_check, gat_wsize, gat_run, gat_ref};
 
+static dsv4_status_t rope_check(const void *d) { return dsv4_kv_rope_insert_check(d); }
+static dsv4_status_t rope_wsize(const void *d, size_t *b) { return dsv4_kv_rope_insert_workspace_size(d, b); }
+static dsv4_status_t rope_run(const void *d, const void *a) { return dsv4_kv_rope_insert(d, a, NULL, 0, NULL); }
+static dsv4_status_t rope_ref(const void *d, const void *a) { return dsv4_kv_rope_insert_ref(d, a); }
+static const op_api_t rope_api = {"kv_rope_insert", rope_check, rope_wsize, rope_run, rope_ref};
+
 /* A bad descriptor (desc_case) fails every function; bad args fail run and ref. */
 static void expect_bad(th_ctx_t *t, const op_api_t *api, const void *d, const void *a, int desc_case,
                        dsv4_status_t want, const char *field, const char *value) {
@@ -225,4 +231,49 @@ void test_kv_bad_input_gather(th_ctx_t *t) {
 #undef ACASE
     TH_CHECK(t, memcmp(out, keep, out_bytes) == 0, "a failing call wrote into out");
     free(cache), free(seq), free(glen), free(table), free(out), free(keep);
+}
+
+void test_kv_bad_input_rope_insert(th_ctx_t *t) {
+    uint16_t *x = th_aligned_alloc(64, 4 * 1024 + 64);
+    int64_t *pos = th_aligned_alloc(64, 64), *slots = th_aligned_alloc(64, 64);
+    float *cs = th_aligned_alloc(64, 4 * 256 + 64);
+    uint8_t *cache = th_aligned_alloc(64, 2 * 37440 + 64), *keep = malloc(2 * 37440 + 64);
+    for (int i = 0; i < 4 * 512; ++i) x[i] = 0x3F80;
+    for (int i = 0; i < 4 * 64; ++i) cs[i] = 0.5f;
+    for (int i = 0; i < 4; ++i) slots[i] = i, pos[i] = 2 * i + 1;
+    memset(cache, 0x77, 2 * 37440 + 64);
+    memcpy(keep, cache, 2 * 37440 + 64);
+    const dsv4_kv_rope_insert_desc_t good = {4, 0, 64, 37440, 2, 2, 4};
+    const dsv4_kv_rope_insert_args_t ga = {x, pos, slots, cs, cache};
+    expect_null_desc(t, &rope_api, &good, &ga);
+    dsv4_kv_rope_insert_desc_t d;
+#define DCASE(field_assign, st, field, value)                                                                          \
+    (d = good, field_assign, expect_bad(t, &rope_api, &d, &ga, 1, st, field, value))
+    DCASE(d.num_tokens = -1, DSV4_STATUS_INVALID_VALUE, "num_tokens", "-1");
+    DCASE(d.num_tokens = INT64_C(1) << 31, DSV4_STATUS_INVALID_VALUE, "num_tokens", "2147483648");
+    DCASE(d.ratio = 0, DSV4_STATUS_INVALID_VALUE, "ratio", "0");
+    DCASE(d.ratio = -2, DSV4_STATUS_INVALID_VALUE, "ratio", "-2");
+    DCASE(d.max_position = 0, DSV4_STATUS_INVALID_VALUE, "max_position", "0");
+    DCASE(d.page_tokens = 0, DSV4_STATUS_INVALID_VALUE, "page_tokens", "0");
+    DCASE(d.page_stride_bytes = 37375, DSV4_STATUS_INVALID_VALUE, "page_stride_bytes", "37376");
+    DCASE(d.page_stride_bytes = 37384, DSV4_STATUS_MISALIGNED, "page_stride_bytes", "16");
+    DCASE(d.num_pages = 0, DSV4_STATUS_INVALID_VALUE, "num_pages", "0");
+    DCASE(d.latent_stride_row = 504, DSV4_STATUS_INVALID_VALUE, "latent_stride_row", "504");
+    DCASE(d.latent_stride_row = 516, DSV4_STATUS_MISALIGNED, "latent_stride_row", "516");
+#undef DCASE
+    dsv4_kv_rope_insert_args_t a;
+#define ACASE(field_assign, st, field) (a = ga, field_assign, expect_bad(t, &rope_api, &good, &a, 0, st, field, NULL))
+    ACASE(a.latent = NULL, DSV4_STATUS_NULL_POINTER, "latent");
+    ACASE(a.positions = NULL, DSV4_STATUS_NULL_POINTER, "positions");
+    ACASE(a.slot_mapping = NULL, DSV4_STATUS_NULL_POINTER, "slot_mapping");
+    ACASE(a.cos_sin_cache = NULL, DSV4_STATUS_NULL_POINTER, "cos_sin_cache");
+    ACASE(a.cache = NULL, DSV4_STATUS_NULL_POINTER, "cache");
+    ACASE(a.latent = MIS(x, 2), DSV4_STATUS_MISALIGNED, "latent");
+    ACASE(a.positions = MIS(pos, 4), DSV4_STATUS_MISALIGNED, "positions");
+    ACASE(a.slot_mapping = MIS(slots, 4), DSV4_STATUS_MISALIGNED, "slot_mapping");
+    ACASE(a.cos_sin_cache = MIS(cs, 4), DSV4_STATUS_MISALIGNED, "cos_sin_cache");
+    ACASE(a.cache = MIS(cache, 8), DSV4_STATUS_MISALIGNED, "cache");
+#undef ACASE
+    TH_CHECK(t, memcmp(cache, keep, 2 * 37440 + 64) == 0, "a failing call wrote into the cache");
+    free(x), free(pos), free(slots), free(cs), free(cache), free(keep);
 }

@@ -47,6 +47,10 @@ void test_kv_plans(th_ctx_t *t);
 void test_kv_bad_input_insert(th_ctx_t *t);
 void test_kv_bad_input_swa(th_ctx_t *t);
 void test_kv_bad_input_gather(th_ctx_t *t);
+void test_kv_rope_insert_known_answers(th_ctx_t *t);
+void test_kv_rope_insert_form_t(th_ctx_t *t);
+void test_kv_rope_insert_random_vs_model(th_ctx_t *t);
+void test_kv_bad_input_rope_insert(th_ctx_t *t);
 
 /* GPU */
 void test_kv_gpu_quant_all(th_ctx_t *t);
@@ -56,5 +60,6 @@ void test_kv_gpu_gather(th_ctx_t *t);
 void test_kv_gpu_big_offset(th_ctx_t *t);
 void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t);
 void test_kv_gpu_graph_capture(th_ctx_t *t);
+void test_kv_gpu_rope_insert(th_ctx_t *t);
 
 #endif

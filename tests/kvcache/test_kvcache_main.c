@@ -18,6 +18,10 @@ static const th_test_t tests[] = {
     {"kvcache.bad_input_insert", test_kv_bad_input_insert, TH_CPU},
     {"kvcache.bad_input_swa", test_kv_bad_input_swa, TH_CPU},
     {"kvcache.bad_input_gather", test_kv_bad_input_gather, TH_CPU},
+    {"kvcache.rope_insert_known_answers", test_kv_rope_insert_known_answers, TH_CPU},
+    {"kvcache.rope_insert_form_t", test_kv_rope_insert_form_t, TH_CPU},
+    {"kvcache.rope_insert_random_vs_model", test_kv_rope_insert_random_vs_model, TH_CPU},
+    {"kvcache.bad_input_rope_insert", test_kv_bad_input_rope_insert, TH_CPU},
     {"kvcache.gpu_quant_all_bf16_x_enc", test_kv_gpu_quant_all, TH_GPU},
     {"kvcache.gpu_insert", test_kv_gpu_insert, TH_GPU},
     {"kvcache.gpu_swa", test_kv_gpu_swa, TH_GPU},
@@ -25,6 +29,7 @@ static const th_test_t tests[] = {
     {"kvcache.gpu_big_offset", test_kv_gpu_big_offset, TH_GPU},
     {"kvcache.gpu_bad_input_writes_nothing", test_kv_gpu_bad_input_writes_nothing, TH_GPU},
     {"kvcache.gpu_graph_capture", test_kv_gpu_graph_capture, TH_GPU},
+    {"kvcache.gpu_rope_insert", test_kv_gpu_rope_insert, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }
