@@ -9,13 +9,13 @@ from ._lib import Dsv4Error, NoDeviceError
 from .attention import sparse_mla_decode, sparse_mla_decode_plan, sparse_mla_prefill, sparse_mla_prefill_plan
 from .device import device_count, device_query, version
 from .indices import combine_cols, combine_topk_swa, decode_swa_indices, topk_translate, topk_translate_packed
-from .kvcache import kv_gather, kv_insert, kv_swa_write
+from .kvcache import kv_gather, kv_insert, kv_rope_insert, kv_swa_write
 from .mhc import (gate_params, mhc_collapse, mhc_fn_bcast, mhc_fn_split, mhc_gates, mhc_plan, mhc_post, mhc_pre,
                   mhc_seam)
 
 __all__ = [
     "Dsv4Error", "NoDeviceError", "device_count", "device_query", "version",
-    "kv_insert", "kv_swa_write", "kv_gather",
+    "kv_insert", "kv_swa_write", "kv_gather", "kv_rope_insert",
     "topk_translate", "topk_translate_packed", "combine_cols", "combine_topk_swa", "decode_swa_indices",
     "sparse_mla_decode", "sparse_mla_decode_plan", "sparse_mla_prefill", "sparse_mla_prefill_plan",
     "gate_params", "mhc_post", "mhc_collapse", "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",

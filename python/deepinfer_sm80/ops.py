@@ -33,7 +33,7 @@ V41, V4 = _mhc.V41, _mhc.V4
 ROUTE_AUTO = _mhc.ROUTE_AUTO
 
 __all__ = [
-    "Planner", "kv_insert", "kv_swa_write", "kv_gather", "topk_translate", "topk_translate_packed",
+    "Planner", "kv_insert", "kv_swa_write", "kv_rope_insert", "kv_gather", "topk_translate", "topk_translate_packed",
     "combine_topk_swa", "decode_swa_indices", "sparse_mla_decode", "sparse_mla_prefill", "mhc_post", "mhc_collapse",
     "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
 ]
@@ -67,15 +67,28 @@ def kv_insert(k: Tensor, slot_mapping: Tensor, cache: Tensor, *, page_tokens: in
 
 @_op("q", "cache")
 def kv_swa_write(q: Tensor, kv: Tensor, position_ids: Tensor, slot_mapping: Tensor, cos_sin_cache: Tensor,
-                 cache: Tensor, *, page_tokens: int, eps: float, num_heads: Optional[int] = None,
-                 page_stride_bytes: Optional[int] = None) -> None:
-    """Fused SWA writer: q RMS norm + RoPE in place, kv RoPE + quantize + insert into cache.
+                 cache: Tensor, *, page_tokens: int, eps: Optional[float] = None, num_heads: Optional[int] = None,
+                 page_stride_bytes: Optional[int] = None, skip_q_norm: bool = False) -> None:
+    """Fused SWA writer: q RMS norm (unless skip_q_norm, DeepSeek-V4.1) + RoPE in place, kv RoPE
+    + quantize + insert into cache.
 
     q: bf16 [N, Hpad, 512], written (heads >= num_heads zeroed); kv: bf16 [>= N_insert, 512];
     position_ids: int64 [N]; slot_mapping: int64 [N_insert <= N]; cos_sin_cache: fp32
-    [max_position, 64]; cache: uint8 pages, written."""
+    [max_position, 64]; cache: uint8 pages, written; eps: required unless skip_q_norm."""
     _kv.kv_swa_write(q, kv, position_ids, slot_mapping, cos_sin_cache, cache, page_tokens=page_tokens, eps=eps,
-                     num_heads=num_heads, page_stride_bytes=page_stride_bytes)
+                     num_heads=num_heads, page_stride_bytes=page_stride_bytes, skip_q_norm=skip_q_norm)
+
+
+@_op("cache")
+def kv_rope_insert(latent: Tensor, positions: Tensor, slot_mapping: Tensor, cos_sin_cache: Tensor, cache: Tensor, *,
+                   page_tokens: int, ratio: int, page_stride_bytes: Optional[int] = None) -> None:
+    """Compressed-cache writer: the latent rows of closing tokens ((positions[t] + 1) % ratio == 0,
+    valid slot_mapping[t]) rotated at their group's first position, quantized and inserted.
+
+    latent: bf16 [>= T, 512]; positions, slot_mapping: int64 [T]; cos_sin_cache: fp32
+    [max_position, 64]; cache: uint8 pages, written."""
+    _kv.kv_rope_insert(latent, positions, slot_mapping, cos_sin_cache, cache, page_tokens=page_tokens, ratio=ratio,
+                       page_stride_bytes=page_stride_bytes)
 
 
 @_op("out")

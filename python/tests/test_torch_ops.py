@@ -45,6 +45,15 @@ def case_kv_insert(rng):
     return (CPU.put(k), CPU.put(slots), CPU.put(cache)), dict(page_tokens=P)
 
 
+def case_kv_rope_insert(rng):
+    from test_kvcache import _insert_case
+
+    cache, x, slots, P = _insert_case(rng, T=24, P=64, pages=2)
+    pos = np.arange(len(slots), dtype=np.int64)
+    args = tuple(CPU.put(a) for a in (x, pos, slots, sm.rope_table(rng, 64), cache))
+    return args, dict(page_tokens=P, ratio=2)
+
+
 def case_kv_swa_write(rng):
     P, pages, N, n_ins, max_pos = 32, 2, 6, 5, 64
     cache = rng.integers(0, 256, size=(pages, sm.page_stride(P)), dtype=np.uint8)
@@ -199,6 +208,7 @@ def case_mhc_fn_split(rng):
 PLAIN = {
     "kv_insert": lambda a, kw: d.kv_insert(*a, **kw),
     "kv_swa_write": lambda a, kw: d.kv_swa_write(*a, **kw),
+    "kv_rope_insert": lambda a, kw: d.kv_rope_insert(*a, **kw),
     "kv_gather": lambda a, kw: d.kv_gather(*a[:4], gather_lens=a[4], **kw),
     "topk_translate": lambda a, kw: d.topk_translate(*a[:4], global_indices=a[4], lens=a[5], **kw),
     "topk_translate_packed": lambda a, kw: d.topk_translate_packed(*a[:4], lens=a[4], indptr=a[5], packed=a[6],
@@ -235,6 +245,10 @@ def _bits(t):
 
 
 def test_every_public_operator_has_an_op():
+    # The package's operators (its public names less the helpers that launch nothing).
+    helpers = {"Dsv4Error", "NoDeviceError", "device_count", "device_query", "version", "combine_cols", "gate_params",
+               "sparse_mla_decode_plan", "sparse_mla_prefill_plan", "mhc_plan"}
+    assert set(ops.__all__) - {"Planner"} == set(d.__all__) - helpers
     assert set(PLAIN) == set(ops.__all__) - {"Planner"}
     for name in PLAIN:
         assert hasattr(torch.ops.dsv4, name), name
