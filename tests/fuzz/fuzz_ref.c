@@ -56,6 +56,18 @@ static void fill_i64(th_rng_t *r, int64_t *p, int64_t n, int64_t lo, int64_t hi)
 
 #define OR(v, dflt) ((v) ? (v) : (dflt))
 
+/* The per-token inputs of the index ops: token_to_req [T] in [-1, R], a block table of
+ * `table` entries, is_valid_token [T]; returns is_valid_token. */
+static uint8_t *token_inputs(fz_inputs_t *in, th_rng_t *r, int64_t T, int64_t R, int64_t table, int32_t **req,
+                             int32_t **bt) {
+    *req = fz_in(in, r, T * 4), *bt = fz_in(in, r, table * 4);
+    uint8_t *valid = fz_in(in, r, T);
+    fill_i32(r, *req, T, -1, R);
+    fill_i32(r, *bt, table, -1, 4096);
+    for (int64_t i = 0; i < T; ++i) valid[i] &= 1;
+    return valid;
+}
+
 /* The outputs' guards after a reference call that must succeed. */
 static void ref_done(th_ctx_t *t, const char *op, dsv4_status_t st, th_buf_t *outs, int n, const char *log) {
     TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "%s_ref returned %s (%s) on an accepted descriptor:%s", op,
@@ -121,12 +133,9 @@ static int ref_translate(th_ctx_t *t, th_rng_t *r, const dsv4_topk_translate_des
     const int64_t span = fz_madd(W + 1, d->page_tokens, 0);
     if (topk < 0 || table < 0 || outs < 0 || span < 0 || span > INT32_MAX || T > 4096) return 0;
     fz_inputs_t in = {0};
-    int32_t *ti = fz_in(&in, r, topk * 4), *req = fz_in(&in, r, T * 4), *bt = fz_in(&in, r, table * 4);
-    uint8_t *valid = fz_in(&in, r, T);
+    int32_t *ti = fz_in(&in, r, topk * 4), *req, *bt;
+    const uint8_t *valid = token_inputs(&in, r, T, R, table, &req, &bt);
     fill_i32(r, ti, topk, -2, span);
-    fill_i32(r, req, T, -1, R);
-    fill_i32(r, bt, table, -1, 4096);
-    for (int64_t i = 0; i < T; ++i) valid[i] &= 1;
     dsv4_status_t st;
     if (packed) {
         th_buf_t o[3] = {th_buf_host((size_t)T * 4), th_buf_host((size_t)(T + 1) * 4), th_buf_host((size_t)outs * 4)};
@@ -174,12 +183,9 @@ static int ref_decode_swa(th_ctx_t *t, th_rng_t *r, const dsv4_decode_swa_indice
     const int64_t span = fz_madd(W + 1, d->page_tokens, 0);
     if (table < 0 || outs < 0 || span < 0 || span > INT32_MAX || T > 4096) return 0;
     fz_inputs_t in = {0};
-    int32_t *req = fz_in(&in, r, T * 4), *pos = fz_in(&in, r, T * 4), *bt = fz_in(&in, r, table * 4);
-    uint8_t *valid = fz_in(&in, r, T);
-    fill_i32(r, req, T, -1, R);
+    int32_t *pos = fz_in(&in, r, T * 4), *req, *bt;
+    const uint8_t *valid = token_inputs(&in, r, T, R, table, &req, &bt);
     fill_i32(r, pos, T, -3, span);
-    fill_i32(r, bt, table, -1, 4096);
-    for (int64_t i = 0; i < T; ++i) valid[i] &= 1;
     th_buf_t o[2] = {th_buf_host((size_t)outs * 4), th_buf_host((size_t)T * 4)};
     const dsv4_decode_swa_indices_args_t a = {req, pos, valid, bt, th_ptr(&o[0]), th_ptr(&o[1])};
     ref_done(t, "decode_swa_indices", dsv4_decode_swa_indices_ref(d, &a), o, 2, log);
