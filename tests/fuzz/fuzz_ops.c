@@ -21,7 +21,14 @@
     static dsv4_status_t name##_chk(const void *d) { return dsv4_##name##_check((const D *)d); }                       \
     static dsv4_status_t name##_ws(const void *d, size_t *b) { return dsv4_##name##_workspace_size((const D *)d, b); }
 #define OP(name, D, valid, fields, plan, dev)                                                                          \
-    { #name, sizeof(D), &(valid), fields, NF(fields), name##_chk, name##_ws, plan, dev }
+    { #name, sizeof(D), &(valid), fields, NF(fields), name##_chk, name##_ws, plan, dev, NULL }
+/* An op whose _ref the fuzzer also calls on rejected descriptors. */
+#define REF(name, D, A)                                                                                                \
+    static dsv4_status_t name##_rf(const void *d, const void *a) {                                                     \
+        return dsv4_##name##_ref((const D *)d, (const A *)a);                                                          \
+    }
+#define OPR(name, D, valid, fields)                                                                                    \
+    { #name, sizeof(D), &(valid), fields, NF(fields), name##_chk, name##_ws, NULL, 0, name##_rf }
 
 /* ---- kvcache ------------------------------------------------------------------------- */
 typedef dsv4_kv_insert_desc_t KI;
@@ -29,6 +36,7 @@ static const KI ki_valid = {4, 0, 64, 37440, 2};
 static const fz_field_t ki_fields[] = {F64(KI, num_tokens), F64(KI, k_stride_row), F64(KI, page_tokens),
                                        F64(KI, page_stride_bytes), F64(KI, num_pages)};
 WRAP(kv_insert, KI)
+REF(kv_insert, KI, dsv4_kv_insert_args_t)
 
 typedef dsv4_kv_rope_insert_desc_t KR;
 static const KR kr_valid = {4, 0, 64, 37440, 2, 2, 4};
@@ -73,6 +81,7 @@ static const fz_field_t kg_fields[] = {F64(KG, num_reqs),
                                        F64(KG, page_stride_bytes),
                                        F64(KG, num_pages)};
 WRAP(kv_gather, KG)
+REF(kv_gather, KG, dsv4_kv_gather_args_t)
 
 /* ---- indices ------------------------------------------------------------------------- */
 typedef dsv4_topk_translate_desc_t TT;
@@ -81,7 +90,9 @@ static const fz_field_t tt_fields[] = {F64(TT, num_tokens),         F64(TT, topk
                                        F64(TT, block_table_width),  F64(TT, page_tokens), F64(TT, topk_stride),
                                        F64(TT, block_table_stride), F64(TT, out_stride)};
 WRAP(topk_translate, TT)
+REF(topk_translate, TT, dsv4_topk_translate_args_t)
 WRAP(topk_translate_packed, TT)
+REF(topk_translate_packed, TT, dsv4_topk_translate_packed_args_t)
 
 typedef dsv4_combine_topk_swa_desc_t CB;
 static const CB cb_valid = {4, 2, 4, 8, 0, 4, 1, 64, 16, 0, DSV4_COMBINE_V4_1};
@@ -89,6 +100,7 @@ static const fz_field_t cb_fields[] = {F64(CB, num_tokens),  F64(CB, num_reqs), 
                                        F64(CB, topk_stride), F64(CB, window),     F64(CB, ratio), F64(CB, slab_rows),
                                        F64(CB, swa_row0),    F64(CB, out_stride), F64(CB, mode)};
 WRAP(combine_topk_swa, CB)
+REF(combine_topk_swa, CB, dsv4_combine_topk_swa_args_t)
 
 typedef dsv4_decode_swa_indices_desc_t DS;
 static const DS ds_valid = {4, 2, 128, 16, 4, 0, 0};
@@ -96,6 +108,7 @@ static const fz_field_t ds_fields[] = {F64(DS, num_tokens),  F64(DS, num_reqs), 
                                        F64(DS, page_tokens), F64(DS, block_table_width), F64(DS, block_table_stride),
                                        F64(DS, out_stride)};
 WRAP(decode_swa_indices, DS)
+REF(decode_swa_indices, DS, dsv4_decode_swa_indices_args_t)
 
 /* ---- attention ----------------------------------------------------------------------- */
 typedef dsv4_sparse_mla_decode_desc_t MD;
@@ -241,6 +254,7 @@ static const IR ir_valid = {.num_tokens = 4, .num_heads = 2, .num_heads_padded =
 static const fz_field_t ir_fields[] = {F64(IR, num_tokens),     F64(IR, num_heads),     F64(IR, num_heads_padded),
                                        F64(IR, o_stride_token), F64(IR, o_stride_head), F64(IR, max_position)};
 WRAP(inv_rope, IR)
+REF(inv_rope, IR, dsv4_inv_rope_args_t)
 
 typedef dsv4_engram_lookup_desc_t EL;
 static const EL el_valid = {
@@ -252,16 +266,17 @@ static const fz_field_t el_fields[] = {F64(EL, num_tokens),         F64(EL, n_co
                                        F64(EL, vocab_end),          F64(EL, values_stride_bytes),
                                        F64(EL, scales_stride_bytes)};
 WRAP(engram_lookup, EL)
+REF(engram_lookup, EL, dsv4_engram_lookup_args_t)
 
 const fz_op_t fz_ops[] = {
-    OP(kv_insert, KI, ki_valid, ki_fields, NULL, 0),
+    OPR(kv_insert, KI, ki_valid, ki_fields),
     OP(kv_rope_insert, KR, kr_valid, kr_fields, NULL, 0),
     OP(kv_swa_write, KS, ks_valid, ks_fields, NULL, 0),
-    OP(kv_gather, KG, kg_valid, kg_fields, NULL, 0),
-    OP(topk_translate, TT, tt_valid, tt_fields, NULL, 0),
-    OP(topk_translate_packed, TT, tt_valid, tt_fields, NULL, 0),
-    OP(combine_topk_swa, CB, cb_valid, cb_fields, NULL, 0),
-    OP(decode_swa_indices, DS, ds_valid, ds_fields, NULL, 0),
+    OPR(kv_gather, KG, kg_valid, kg_fields),
+    OPR(topk_translate, TT, tt_valid, tt_fields),
+    OPR(topk_translate_packed, TT, tt_valid, tt_fields),
+    OPR(combine_topk_swa, CB, cb_valid, cb_fields),
+    OPR(decode_swa_indices, DS, ds_valid, ds_fields),
     OP(sparse_mla_decode, MD, md_valid, md_fields, md_plan, 1),
     OP(sparse_mla_prefill, MP, mp_valid, mp_fields, mp_plan, 0),
     OP(mhc_post, HP, hp_valid, hp_fields, NULL, 0),
@@ -273,7 +288,7 @@ const fz_op_t fz_ops[] = {
     OP(mhc_fn_split, HF, hf_valid, hf_fields, NULL, 0),
     OP(mhc_plan, HL, hl_valid, hl_fields, NULL, 0),
     OP(compress, CP, cp_valid, cp_fields, NULL, 0),
-    OP(inv_rope, IR, ir_valid, ir_fields, NULL, 0),
-    OP(engram_lookup, EL, el_valid, el_fields, NULL, 0),
+    OPR(inv_rope, IR, ir_valid, ir_fields),
+    OPR(engram_lookup, EL, el_valid, el_fields),
 };
 const int fz_num_ops = NF(fz_ops);

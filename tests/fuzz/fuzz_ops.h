@@ -29,6 +29,9 @@ typedef struct {
     dsv4_status_t (*wsize)(const void *d, size_t *bytes);
     dsv4_status_t (*plan)(const void *d); /* NULL where the op has none */
     int plan_needs_device;                /* NO_DEVICE allowed from wsize/plan without a GPU */
+    /* _ref where its args are pointers only and a rejected descriptor must fail it before
+     * any is read; NULL elsewhere. */
+    dsv4_status_t (*ref)(const void *d, const void *args);
 } fz_op_t;
 
 extern const fz_op_t fz_ops[];

@@ -159,7 +159,9 @@ static dsv4_status_t judged(th_ctx_t *t, const fz_op_t *op, const char *fn, dsv4
     if (st != DSV4_STATUS_SUCCESS) {
         const char *msg = dsv4_last_error();
         size_t n = strlen(op->op);
-        TH_CHECK(t, strncmp(msg, op->op, n) == 0 && msg[n] == ':' && strlen(msg) > n + 2,
+        TH_CHECK(t,
+                 strncmp(msg, op->op, n) == 0 && (msg[n] == ':' || !strncmp(msg + n, "_ref:", 5)) &&
+                     strlen(msg) > n + 6,
                  "%s%s returned %s with the message '%s' for%s", op->op, fn, dsv4_status_string(st), msg, log);
     }
     dsv4_fail(DSV4_STATUS_INTERNAL, sentinel_op, "unset");
@@ -182,6 +184,20 @@ dsv4_status_t fz_judge(th_ctx_t *t, const fz_op_t *op, const void *d, const char
         TH_CHECK(t, bytes == (size_t)0x5A5A5A5A, "%s_workspace_size wrote %zu and failed for%s", op->op, bytes, log);
     dsv4_status_t p = w;
     if (op->plan) p = judged(t, op, "_plan", op->plan(d), device_ok, log);
+    if (op->ref && c != DSV4_STATUS_SUCCESS) {
+        /* Every argument names one small poisoned buffer, which a rejected call never reads
+         * past its checks nor writes. */
+        static _Alignas(256) uint8_t poison[4096];
+        const void *args[16];
+        memset(poison, 0xA5, sizeof poison);
+        for (int i = 0; i < 16; ++i) args[i] = poison;
+        const dsv4_status_t f = judged(t, op, "_ref", op->ref(d, args), 0, log);
+        TH_CHECK(t, f == c, "%s_check returned %s, _ref %s for%s", op->op, dsv4_status_string(c), dsv4_status_string(f),
+                 log);
+        int intact = 1;
+        for (size_t i = 0; i < sizeof poison; ++i) intact &= poison[i] == 0xA5;
+        TH_CHECK(t, intact, "%s_ref wrote into its arguments with a rejected descriptor:%s", op->op, log);
+    }
     const dsv4_status_t verdicts[2] = {w, p};
     const char *names[2] = {"_workspace_size", "_plan"};
     for (int i = 0; i < 2; ++i) {
