@@ -17,6 +17,13 @@ static dsv4_status_t check_stride(const char *op, const char *what, int64_t v, i
     return DSV4_STATUS_SUCCESS;
 }
 
+/* (n - 1) * stride + 512 for n >= 1 and a positive stride, saturating at INT64_MAX:
+ * 2^31 tokens of a 2^40 stride overflow. */
+static int64_t row_span(int64_t n, int64_t stride) {
+    if (n - 1 > (INT64_MAX - DSV4_MLA_DIM) / stride) return INT64_MAX;
+    return (n - 1) * stride + DSV4_MLA_DIM;
+}
+
 dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_st, int64_t q_sh, int64_t o_st,
                                int64_t o_sh, float scale, int64_t config, mla_qo_geom_t *geom) {
     DSV4_TRY(dsv4_check_range(op, "num_tokens", T, 0, INT32_MAX));
@@ -34,7 +41,7 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
     DSV4_TRY(check_stride(op, "out_stride_head", geom->o_sh, DSV4_MLA_DIM));
     DSV4_TRY(check_stride(op, "out_stride_token", geom->o_st, 0));
     /* Output rows must not overlap: heads nested in tokens, or tokens nested in heads. */
-    const int64_t span_h = (H - 1) * geom->o_sh + DSV4_MLA_DIM, span_t = (T - 1) * geom->o_st + DSV4_MLA_DIM;
+    const int64_t span_h = (H - 1) * geom->o_sh + DSV4_MLA_DIM, span_t = row_span(T, geom->o_st);
     if (T > 1 && geom->o_st < span_h && geom->o_sh < span_t)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
                          "out_stride_token = %lld and out_stride_head = %lld make output rows overlap",
