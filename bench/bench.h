@@ -17,15 +17,17 @@
 typedef struct bench_ctx {
     int have_gpu;
     dsv4_device_info_t dev;
-    void *stream;       /* cudaStream_t created for the run                      */
-    double copy_gbps;   /* device copy bandwidth, bytes read + written per second */
-    double mma_tflops;  /* mma.sync bf16 throughput                              */
-    double empty_us;    /* event-timed empty kernel                              */
-    int check;          /* --check: verify each case before timing               */
-    int reps;           /* timed repetitions per case                            */
-    int quick;          /* --quick: fewer repetitions, smaller ceiling runs       */
-    FILE *json;         /* --json FILE (NULL: none)                              */
-    const char *commit; /* --commit (git hash), "unknown" otherwise               */
+    void *stream;          /* cudaStream_t created for the run                      */
+    double copy_gbps;      /* device copy bandwidth, bytes read + written per second */
+    double mma_tflops;     /* mma.sync bf16 throughput                              */
+    double empty_us;       /* event-timed empty kernel                              */
+    double host_link_gbps; /* pinned host -> device copy, measured by the first case
+                              that reads host memory (bench_measure_host_link)      */
+    int check;             /* --check: verify each case before timing               */
+    int reps;              /* timed repetitions per case                            */
+    int quick;             /* --quick: fewer repetitions, smaller ceiling runs       */
+    FILE *json;            /* --json FILE (NULL: none)                              */
+    const char *commit;    /* --commit (git hash), "unknown" otherwise               */
     const char *argv0;
     void *flush; /* device buffer written before each rep to evict L2      */
     size_t flush_bytes;
@@ -61,7 +63,7 @@ int bench_run_once(bench_ctx_t *ctx, bench_launch_fn fn, void *state);
 void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
 
 /* Which ceiling a case is measured against. */
-typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH } bench_ceiling_t;
+typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH, BENCH_CEIL_HOST_LINK } bench_ceiling_t;
 
 /* One JSON line plus one table row. `check` is "pass", "fail" or "skipped". */
 void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config, const bench_timing_t *tm,
@@ -89,6 +91,12 @@ void *bench_dev_alloc(size_t bytes);
 void bench_dev_free(void *p);
 int bench_upload(void *dst, const void *src, size_t bytes);
 int bench_download(void *dst, const void *src, size_t bytes);
+/* Pinned host memory mapped into the device (*dev: its device address), or NULL. */
+void *bench_host_mapped_alloc(size_t bytes, void **dev);
+void bench_host_free(void *p);
+/* The host-link ceiling of the run: event-timed copies of pinned host memory to the device,
+ * the median of several; measured once, then kept in ctx->host_link_gbps. 0 on success. */
+int bench_measure_host_link(bench_ctx_t *ctx);
 
 #define BENCH_FAMILY(name)                                                                                             \
     extern const bench_case_t bench_##name##_cases[];                                                                  \

@@ -47,6 +47,59 @@ int bench_upload(void *dst, const void *src, size_t bytes) {
                ? 0
                : -1;
 }
+void *bench_host_mapped_alloc(size_t bytes, void **dev) {
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped) != cudaSuccess) {
+        cudaGetLastError();
+        printf("bench: cudaHostAlloc(%zu, mapped) failed\n", bytes);
+        return NULL;
+    }
+    if (cudaHostGetDevicePointer(dev, p, 0) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFreeHost(p);
+        printf("bench: no device address for mapped host memory\n");
+        return NULL;
+    }
+    return p;
+}
+void bench_host_free(void *p) { cudaFreeHost(p); }
+
+int bench_measure_host_link(bench_ctx_t *ctx) {
+    if (ctx->host_link_gbps > 0) return 0;
+    const size_t bytes = (size_t)(ctx->quick ? 64 : 256) << 20;
+    void *dev = NULL, *host = bench_host_mapped_alloc(bytes, &dev), *dst = bench_dev_alloc(bytes);
+    cudaEvent_t a = NULL, b = NULL;
+    int rc = -1;
+    enum { REPS = 7 };
+    double gbps[REPS];
+    if (host && dst && cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess) {
+        memset(host, 1, bytes);
+        rc = 0;
+        for (int i = 0; i < REPS && !rc; ++i) {
+            float ms = 0;
+            rc = cudaEventRecord(a, (cudaStream_t)ctx->stream) != cudaSuccess ||
+                 cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, (cudaStream_t)ctx->stream) != cudaSuccess ||
+                 cudaEventRecord(b, (cudaStream_t)ctx->stream) != cudaSuccess ||
+                 cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess;
+            gbps[i] = (double)bytes / (ms * 1e6);
+        }
+    }
+    if (!rc) {
+        qsort(gbps, REPS, sizeof gbps[0], cmp_double);
+        ctx->host_link_gbps = gbps[REPS / 2];
+        printf("host link (measured now): %.1f GB/s, pinned host -> device copies of %zu MB\n", ctx->host_link_gbps,
+               bytes >> 20);
+    } else {
+        cudaGetLastError();
+        printf("host link measurement failed\n");
+    }
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    bench_dev_free(dst);
+    if (host) bench_host_free(host);
+    return rc;
+}
+
 int bench_download(void *dst, const void *src, size_t bytes) {
     return cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess
                ? 0
@@ -208,15 +261,19 @@ int bench_measure_ceilings(bench_ctx_t *ctx) {
 const char *bench_flush_name(const bench_ctx_t *ctx) { return ctx->flush_clean ? "clean" : "write"; }
 
 static const char *ceiling_name(bench_ceiling_t c) {
-    return c == BENCH_CEIL_COPY ? "copy" : (c == BENCH_CEIL_MMA ? "mma" : "launch");
+    return c == BENCH_CEIL_COPY        ? "copy"
+           : c == BENCH_CEIL_MMA       ? "mma"
+           : c == BENCH_CEIL_HOST_LINK ? "host_link"
+                                       : "launch";
 }
 
 void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const char *config, const bench_timing_t *tm,
                   double bytes, double flops, bench_ceiling_t ceiling, const char *check) {
     double gbps = bytes / (tm->median_us * 1e3), tflops = flops / (tm->median_us * 1e6);
-    double frac = ceiling == BENCH_CEIL_COPY  ? gbps / ctx->copy_gbps
-                  : ceiling == BENCH_CEIL_MMA ? tflops / ctx->mma_tflops
-                                              : ctx->empty_us / tm->median_us;
+    double frac = ceiling == BENCH_CEIL_COPY        ? gbps / ctx->copy_gbps
+                  : ceiling == BENCH_CEIL_MMA       ? tflops / ctx->mma_tflops
+                  : ceiling == BENCH_CEIL_HOST_LINK ? gbps / ctx->host_link_gbps
+                                                    : ctx->empty_us / tm->median_us;
     char thr[32];
     if (ceiling == BENCH_CEIL_MMA) snprintf(thr, sizeof thr, "%.1f TF/s", tflops);
     else snprintf(thr, sizeof thr, "%.1f GB/s", gbps);
@@ -228,12 +285,14 @@ void bench_report(bench_ctx_t *ctx, const char *op, const char *case_name, const
             "{\"lib\":\"%s\",\"commit\":\"%s\",\"device\":\"%s\",\"arch\":%d,\"sm_count\":%d,\"op\":\"%s\","
             "\"case\":\"%s\",\"config\":\"%s\",\"median_us\":%.3f,\"p10_us\":%.3f,\"p90_us\":%.3f,\"reps\":%d,"
             "\"bytes\":%.0f,\"flops\":%.0f,\"gbps\":%.2f,\"tflops\":%.3f,\"ceiling\":\"%s\",\"copy_gbps\":%.2f,"
-            "\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"fraction_of_ceiling\":%.4f,\"check\":\"%s\","
+            "\"mma_bf16_tflops\":%.2f,\"empty_launch_us\":%.3f,\"host_link_gbps\":%.2f,\"fraction_of_ceiling\":%.4f,"
+            "\"check\":\"%s\","
             "\"flush\":\"%s\",\"command\":\"dsv4_bench --op %s --case '%s'%s%s\"}\n",
             dsv4_version_string(), ctx->commit, ctx->dev.name, ctx->dev.arch, ctx->dev.sm_count, op, case_name,
             config ? config : "", tm->median_us, tm->p10_us, tm->p90_us, tm->reps, bytes, flops, gbps, tflops,
-            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, frac, check, bench_flush_name(ctx),
-            op, case_name, ctx->check ? " --check" : "", ctx->flush_clean ? " --flush clean" : "");
+            ceiling_name(ceiling), ctx->copy_gbps, ctx->mma_tflops, ctx->empty_us, ctx->host_link_gbps, frac, check,
+            bench_flush_name(ctx), op, case_name, ctx->check ? " --check" : "",
+            ctx->flush_clean ? " --flush clean" : "");
     fflush(ctx->json);
 }
 

@@ -107,7 +107,9 @@ How a row is measured (bench/):
 - **Ceilings.** Each fraction is of a ceiling that the same binary measured in the same
   run: copy bandwidth (bytes read plus bytes written per second by a device copy), the
   mma.sync bf16 rate, or, for cases too small to stream, the empty-kernel launch
-  ("launch / time": the share of the row that an empty launch alone takes).
+  ("launch / time": the share of the row that an empty launch alone takes). Rows with the
+  word `host` read pinned host memory over the host link and are measured against its
+  copy rate (pinned host to device, also measured in the run).
 - **check.** `pass`: one run's output matched the CPU reference before timing (bit for
   bit for data movement and mHC post/collapse; within the tolerances of
   include/dsv4/attention.h and include/dsv4/mhc.h otherwise). `skipped`: the row is timed
@@ -137,6 +139,8 @@ def label(r):
 def throughput(r):
     if r["ceiling"] == "mma":
         return f'{r["tflops"]:.1f} TFLOP/s', f'{100 * r["fraction_of_ceiling"]:.1f}% of mma.sync'
+    if r["ceiling"] == "host_link":
+        return f'{r["gbps"]:.0f} GB/s', f'{100 * r["fraction_of_ceiling"]:.1f}% of the host link ({r["host_link_gbps"]:.0f} GB/s)'
     if r["ceiling"] == "launch":
         return f'empty launch {r["empty_launch_us"]:.2f} us', f'launch / time = {100 * r["fraction_of_ceiling"]:.0f}%'
     return f'{r["gbps"]:.0f} GB/s', f'{100 * r["fraction_of_ceiling"]:.1f}% of copy'
