@@ -75,8 +75,8 @@ static void q_problem(int64_t T, int64_t H, uint64_t *s, q_state_t *h) {
     for (int64_t i = 0; i < T * H * 128; ++i) q[i] = rand_bf16(s);
     for (int64_t i = 0; i < T * H; ++i) wr[i] = rand_bf16(s);
     for (int64_t n = 0; n < T; ++n) pos[n] = n;
-    h->a = (dsv4_indexer_q_args_t){q, wr, pos, rotary_table(T), malloc((size_t)(T * H) * 128),
-                                   malloc((size_t)(T * H) * 4)};
+    h->a = (dsv4_indexer_q_args_t){
+        q, wr, pos, rotary_table(T), malloc((size_t)(T * H) * 128), malloc((size_t)(T * H) * 4)};
 }
 static void q_free(q_state_t *h) {
     free((void *)h->a.q), free((void *)h->a.w_raw), free((void *)h->a.positions), free((void *)h->a.cos_sin);
@@ -214,7 +214,8 @@ static int k_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_
         }
     }
     for (int64_t p = 0; p < h.d.num_pages; ++p) /* page padding */
-        for (int64_t b = P * 132; b < h.d.page_stride_bytes; ++b) ok &= h.a.cache[p * h.d.page_stride_bytes + b] == K_POISON;
+        for (int64_t b = P * 132; b < h.d.page_stride_bytes; ++b)
+            ok &= h.a.cache[p * h.d.page_stride_bytes + b] == K_POISON;
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld r=%lld", (long long)T, (long long)r);
     bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
@@ -251,9 +252,8 @@ static int run_k(bench_ctx_t *ctx, const char *op, const char *name) {
         if (bench_time(ctx, k_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
             printf("indexer bench: %s: timing failed: %s\n", name, dsv4_last_error());
         } else {
-            bench_report(ctx, op, name,
-                         "positions 0..T-1, slot t/r, vLLM page strides; check: every byte of the cache", &tm,
-                         (double)T * 16 + (double)(T / r) * (256 + 256 + 132), 0,
+            bench_report(ctx, op, name, "positions 0..T-1, slot t/r, vLLM page strides; check: every byte of the cache",
+                         &tm, (double)T * 16 + (double)(T / r) * (256 + 256 + 132), 0,
                          T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
             rc = !ok;
         }
@@ -265,7 +265,7 @@ static int run_k(bench_ctx_t *ctx, const char *op, const char *name) {
 }
 
 const bench_case_t bench_indexer_cases[] = {
-    {"indexer_q", "T=8192 H=32", run_q},       {"indexer_q", "T=24 H=32", run_q},
+    {"indexer_q", "T=8192 H=32", run_q},      {"indexer_q", "T=24 H=32", run_q},
     {"indexer_k_store", "T=8192 r=1", run_k}, {"indexer_k_store", "T=8192 r=2", run_k},
     {"indexer_k_store", "T=24 r=1", run_k},
 };

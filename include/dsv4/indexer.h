@@ -42,10 +42,10 @@
 extern "C" {
 #endif
 
-#define DSV4_INDEXER_HEAD_DIM 128     /* dims per index head (and per key)                 */
+#define DSV4_INDEXER_HEAD_DIM 128      /* dims per index head (and per key)                 */
 #define DSV4_INDEXER_ROPE_FIRST_DIM 64 /* first rotated dim; dims 64..127 hold 32 pairs     */
-#define DSV4_INDEXER_MAX_HEADS 128    /* num_heads limit of dsv4_indexer_q                  */
-#define DSV4_INDEXER_STATE_BYTES 132  /* one cache state: 128 codes + an fp32 scale         */
+#define DSV4_INDEXER_MAX_HEADS 128     /* num_heads limit of dsv4_indexer_q                  */
+#define DSV4_INDEXER_STATE_BYTES 132   /* one cache state: 128 codes + an fp32 scale         */
 
 /* =================================================================================
  * dsv4_indexer_q: query preparation
@@ -91,12 +91,12 @@ typedef struct dsv4_indexer_q_desc {
 } dsv4_indexer_q_desc_t;
 
 typedef struct dsv4_indexer_q_args {
-    const uint16_t *q;         /* bf16 [num_tokens, num_heads, 128]                          */
-    const uint16_t *w_raw;     /* bf16 [num_tokens, num_heads], the head-weight projection   */
-    const int64_t *positions;  /* [num_tokens], absolute positions                           */
-    const float *cos_sin;      /* [max_position, 64]                                         */
-    uint8_t *q8;               /* e4m3 [num_tokens, num_heads, 128]                           */
-    float *w;                  /* [num_tokens, num_heads]                                     */
+    const uint16_t *q;        /* bf16 [num_tokens, num_heads, 128]                          */
+    const uint16_t *w_raw;    /* bf16 [num_tokens, num_heads], the head-weight projection   */
+    const int64_t *positions; /* [num_tokens], absolute positions                           */
+    const float *cos_sin;     /* [max_position, 64]                                         */
+    uint8_t *q8;              /* e4m3 [num_tokens, num_heads, 128]                           */
+    float *w;                 /* [num_tokens, num_heads]                                     */
 } dsv4_indexer_q_args_t;
 
 dsv4_status_t dsv4_indexer_q_check(const dsv4_indexer_q_desc_t *desc);

@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(IDX_K_THREADS, IDX_K_MIN_BLOCKS) idx_k_kernel(
         for (int o = 16; o > 0; o >>= 1) amax = idx_absmax(amax, __shfl_xor_sync(0xffffffffu, amax, o));
         const uint8_t enc = dsv4_ue8m0_from_amax(amax);
         const float inv = dsv4_ue8m0_inv_scale(enc);
-        const uint32_t codes = (uint32_t)dsv4_e4m3_quantize(y[0], inv) | ((uint32_t)dsv4_e4m3_quantize(y[1], inv) << 8) |
-                               ((uint32_t)dsv4_e4m3_quantize(y[2], inv) << 16) |
-                               ((uint32_t)dsv4_e4m3_quantize(y[3], inv) << 24);
+        const uint32_t codes =
+            (uint32_t)dsv4_e4m3_quantize(y[0], inv) | ((uint32_t)dsv4_e4m3_quantize(y[1], inv) << 8) |
+            ((uint32_t)dsv4_e4m3_quantize(y[2], inv) << 16) | ((uint32_t)dsv4_e4m3_quantize(y[3], inv) << 24);
         uint8_t *page = prm.cache + slot / prm.page_tokens * prm.page_stride_bytes;
         const int64_t q = slot % prm.page_tokens;
         reinterpret_cast<uint32_t *>(page + q * DSV4_INDEXER_HEAD_DIM)[l] = codes;
@@ -92,20 +92,10 @@ extern "C" dsv4_status_t idx_k_launch(const dsv4_indexer_k_store_desc_t *d, cons
                                       const dsv4_indexer_k_store_args_t *a, dsv4_stream_t stream) {
     static int smem;
     DSV4_TRY(dsv4_launch_prepare("indexer_k_store", (const void *)idx_k_kernel, IDX_SMEM_BYTES, &smem));
-    const idx_k_params_t prm = {a->k_pre,
-                                a->gamma,
-                                a->positions,
-                                a->slot_mapping,
-                                a->cos_sin,
-                                a->cache,
-                                d->num_tokens,
-                                plan->k_stride_row,
-                                d->ratio,
-                                d->max_position,
-                                d->page_tokens,
-                                d->page_stride_bytes,
-                                plan->slots,
-                                d->eps};
+    const idx_k_params_t prm = {a->k_pre,    a->gamma,        a->positions,   a->slot_mapping,
+                                a->cos_sin,  a->cache,        d->num_tokens,  plan->k_stride_row,
+                                d->ratio,    d->max_position, d->page_tokens, d->page_stride_bytes,
+                                plan->slots, d->eps};
     idx_k_kernel<<<plan->blocks, IDX_K_THREADS, IDX_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
     return dsv4_launch_status("indexer_k_store");
 }

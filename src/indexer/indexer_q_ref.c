@@ -5,8 +5,7 @@
 #include "indexer/indexer_common.h"
 #include "indexer/indexer_math.h"
 
-dsv4_status_t idx_q_ref_run(const dsv4_indexer_q_desc_t *d, const idx_q_plan_t *plan,
-                            const dsv4_indexer_q_args_t *a) {
+dsv4_status_t idx_q_ref_run(const dsv4_indexer_q_desc_t *d, const idx_q_plan_t *plan, const dsv4_indexer_q_args_t *a) {
     for (int64_t t = 0; t < d->num_tokens; ++t) {
         const int64_t pos = a->positions[t];
         const int in = idx_pos_in(pos, d->max_position);

@@ -220,9 +220,9 @@ void it_q_case(th_rng_t *r, const dsv4_indexer_q_desc_t *shape, it_q_case_t *c) 
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) it_row(r, c->q + t * st + h * sh, 1);
     for (size_t i = 0; i < c->w_elems; ++i)
-        c->w_raw[i] = th_rng_range(r, 0, 40) ? bf16_of((int)(th_rng_u32(r) & 1), (int)th_rng_range(r, -6, 3),
-                                                       th_rng_u32(r))
-                                             : (uint16_t)0x0000;
+        c->w_raw[i] = th_rng_range(r, 0, 40)
+                          ? bf16_of((int)(th_rng_u32(r) & 1), (int)th_rng_range(r, -6, 3), th_rng_u32(r))
+                          : (uint16_t)0x0000;
     it_rotary_table(c->cs, shape->max_position);
     for (int64_t t = 0; t < T; ++t)
         c->pos[t] = th_rng_range(r, 0, 19) ? th_rng_range(r, 0, shape->max_position - 1)

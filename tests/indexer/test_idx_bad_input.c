@@ -178,12 +178,8 @@ void test_idx_plans(th_ctx_t *t) {
     TH_CHECK(t, qp.head_scale == 0.125f && qp.softmax_scale == 0.5f && qp.blocks == 4, "64 heads: %g %g %u",
              (double)qp.head_scale, (double)qp.softmax_scale, qp.blocks);
     idx_k_plan_t kp;
-    const dsv4_indexer_k_store_desc_t kd = {.num_tokens = 9,
-                                            .ratio = 2,
-                                            .max_position = 4,
-                                            .page_tokens = 64,
-                                            .page_stride_bytes = 8640,
-                                            .num_pages = 3};
+    const dsv4_indexer_k_store_desc_t kd = {
+        .num_tokens = 9, .ratio = 2, .max_position = 4, .page_tokens = 64, .page_stride_bytes = 8640, .num_pages = 3};
     TH_OK(t, idx_k_plan(&kd, &kp));
     TH_CHECK(t, kp.k_stride_row == 128 && kp.slots == 192 && kp.blocks == 2, "k_store defaults: %lld %lld %u",
              (long long)kp.k_stride_row, (long long)kp.slots, kp.blocks);

@@ -39,8 +39,8 @@ static void q_dev(const it_q_case_t *c, q_dev_t *g) {
     g->pos = dev_from(c->pos, (size_t)(T ? T : 1) * 8), g->cs = dev_from(c->cs, (size_t)c->d.max_position * 256);
     g->q8 = th_buf_device((size_t)rows * 128 + 16), g->w = th_buf_device((size_t)rows * 4 + 4);
     th_buf_poison(&g->q8, 0xA5), th_buf_poison(&g->w, 0xA5);
-    g->a = (dsv4_indexer_q_args_t){th_ptr(&g->q), th_ptr(&g->w_raw), th_ptr(&g->pos), th_ptr(&g->cs),
-                                   th_ptr(&g->q8), th_ptr(&g->w)};
+    g->a = (dsv4_indexer_q_args_t){th_ptr(&g->q),  th_ptr(&g->w_raw), th_ptr(&g->pos),
+                                   th_ptr(&g->cs), th_ptr(&g->q8),    th_ptr(&g->w)};
 }
 static void q_dev_free(q_dev_t *g) {
     th_buf_free(&g->q), th_buf_free(&g->w_raw), th_buf_free(&g->pos), th_buf_free(&g->cs);
@@ -88,7 +88,7 @@ void test_idx_gpu_q(th_ctx_t *t) {
                                           .q_stride_head = 136,
                                           .q_stride_token = 32 * 136 + 64,
                                           .w_stride_token = 40,
-                                          .max_position = 256}); /* strided */
+                                          .max_position = 256});                                 /* strided */
     gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 0, .num_heads = 32, .max_position = 8}); /* no-op */
 }
 

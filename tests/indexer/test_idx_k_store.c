@@ -100,7 +100,7 @@ void test_idx_k_vs_model(th_ctx_t *t) {
 }
 
 void test_idx_k_pages(th_ctx_t *t) {
-    ref_case(t, 200, 1, 64, 64 * 132, 136);  /* minimum stride, strided k_pre */
+    ref_case(t, 200, 1, 64, 64 * 132, 136);     /* minimum stride, strided k_pre */
     ref_case(t, 200, 2, 128, 17280 + 576, 256); /* stride above vLLM's padding */
     ref_case(t, 77, 2, 3, 400, 128);            /* odd P */
 }

@@ -32,8 +32,10 @@ void test_idx_q_known_answers(th_ctx_t *t) {
     uint8_t *q8 = th_ptr(&q8b);
     float *w = th_ptr(&wb);
     /* One head with the 32-head scale (set explicitly); the softmax scale by default. */
-    const dsv4_indexer_q_desc_t d = {
-        .num_tokens = 2, .num_heads = 1, .max_position = 2, .head_scale = dsv4_bits_f32(0x3E3504F3u)};
+    const dsv4_indexer_q_desc_t d = {.num_tokens = 2,
+                                     .num_heads = 1,
+                                     .max_position = 2,
+                                     .head_scale = dsv4_bits_f32(0x3E3504F3u)};
     const dsv4_indexer_q_args_t a = {qq, w_raw, pos, cs, q8, w};
     TH_OK(t, dsv4_indexer_q_ref(&d, &a));
     /* (dim, code): amax 2.0 -> e = -7, s = 2^-7; values times 128 */
