@@ -115,6 +115,7 @@ dsv4_status_t dsv4_device_query(int device, dsv4_device_info_t *info);
 /* Operator families. */
 #include "dsv4/attention.h"
 #include "dsv4/compress.h"
+#include "dsv4/indexer.h"
 #include "dsv4/indices.h"
 #include "dsv4/kvcache.h"
 #include "dsv4/mhc.h"

@@ -28,6 +28,10 @@ DSV4_ENGRAM_MAX_HEAD_DIM = 4096  # compress.h
 DSV4_COMPRESS_DIM = 512  # compress.h
 DSV4_COMPRESS_MIN_RING_CAP = 8  # compress.h
 DSV4_COMPRESS_MAX_RING_CAP = 4096  # compress.h
+DSV4_INDEXER_HEAD_DIM = 128  # indexer.h
+DSV4_INDEXER_ROPE_FIRST_DIM = 64  # indexer.h
+DSV4_INDEXER_MAX_HEADS = 128  # indexer.h
+DSV4_INDEXER_STATE_BYTES = 132  # indexer.h
 DSV4_KV_DIM = 512  # kvcache.h
 DSV4_KV_NOPE_DIM = 448  # kvcache.h
 DSV4_KV_ROPE_DIM = 64  # kvcache.h
@@ -245,6 +249,56 @@ class dsv4_engram_lookup_args_t(ctypes.Structure):
         ("scales", ctypes.c_void_p),  # const uint8_t *scales
         ("ids", ctypes.c_void_p),  # const int32_t *ids
         ("out", ctypes.c_void_p),  # uint16_t *out
+    ]
+
+# ---- indexer.h ----
+
+
+class dsv4_indexer_q_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("num_heads", ctypes.c_int64),  # int64_t num_heads
+        ("q_stride_token", ctypes.c_int64),  # int64_t q_stride_token
+        ("q_stride_head", ctypes.c_int64),  # int64_t q_stride_head
+        ("w_stride_token", ctypes.c_int64),  # int64_t w_stride_token
+        ("max_position", ctypes.c_int64),  # int64_t max_position
+        ("softmax_scale", ctypes.c_float),  # float softmax_scale
+        ("head_scale", ctypes.c_float),  # float head_scale
+    ]
+
+
+class dsv4_indexer_q_args_t(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),  # const uint16_t *q
+        ("w_raw", ctypes.c_void_p),  # const uint16_t *w_raw
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("cos_sin", ctypes.c_void_p),  # const float *cos_sin
+        ("q8", ctypes.c_void_p),  # uint8_t *q8
+        ("w", ctypes.c_void_p),  # float *w
+    ]
+
+
+class dsv4_indexer_k_store_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("k_stride_row", ctypes.c_int64),  # int64_t k_stride_row
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("max_position", ctypes.c_int64),  # int64_t max_position
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
+        ("num_pages", ctypes.c_int64),  # int64_t num_pages
+        ("eps", ctypes.c_float),  # float eps
+    ]
+
+
+class dsv4_indexer_k_store_args_t(ctypes.Structure):
+    _fields_ = [
+        ("k_pre", ctypes.c_void_p),  # const uint16_t *k_pre
+        ("gamma", ctypes.c_void_p),  # const uint16_t *gamma
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("slot_mapping", ctypes.c_void_p),  # const int64_t *slot_mapping
+        ("cos_sin", ctypes.c_void_p),  # const float *cos_sin
+        ("cache", ctypes.c_void_p),  # uint8_t *cache
     ]
 
 # ---- indices.h ----
@@ -645,6 +699,10 @@ STRUCTS = [
     dsv4_inv_rope_args_t,
     dsv4_engram_lookup_desc_t,
     dsv4_engram_lookup_args_t,
+    dsv4_indexer_q_desc_t,
+    dsv4_indexer_q_args_t,
+    dsv4_indexer_k_store_desc_t,
+    dsv4_indexer_k_store_args_t,
     dsv4_topk_translate_desc_t,
     dsv4_topk_translate_args_t,
     dsv4_topk_translate_packed_args_t,
@@ -709,6 +767,14 @@ PROTOTYPES = {
     "dsv4_engram_lookup_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.c_void_p]),
     "dsv4_engram_lookup": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.POINTER(dsv4_engram_lookup_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_engram_lookup_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_engram_lookup_desc_t), ctypes.POINTER(dsv4_engram_lookup_args_t)]),
+    "dsv4_indexer_q_check": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_q_desc_t)]),
+    "dsv4_indexer_q_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_q_desc_t), ctypes.c_void_p]),
+    "dsv4_indexer_q": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_q_desc_t), ctypes.POINTER(dsv4_indexer_q_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_indexer_q_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_q_desc_t), ctypes.POINTER(dsv4_indexer_q_args_t)]),
+    "dsv4_indexer_k_store_check": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t)]),
+    "dsv4_indexer_k_store_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.c_void_p]),
+    "dsv4_indexer_k_store": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.POINTER(dsv4_indexer_k_store_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_indexer_k_store_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.POINTER(dsv4_indexer_k_store_args_t)]),
     "dsv4_topk_translate_check": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t)]),
     "dsv4_topk_translate_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.c_void_p]),
     "dsv4_topk_translate": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.POINTER(dsv4_topk_translate_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),

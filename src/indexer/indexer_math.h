@@ -1,0 +1,81 @@
+/*
+ * The indexer's per-element arithmetic, for the CPU references and the kernels alike
+ * (static inline C on the host, __host__ __device__ under nvcc), so the two cannot round
+ * differently. Every operation is a correctly rounded fp32 one: on the device through
+ * the __f*_rn intrinsics, which nvcc never contracts into fused multiply-adds; on the
+ * host the build never contracts (C11 without fast-math) and fmaf, sqrtf are the C
+ * library's correctly rounded ones.
+ */
+#ifndef DSV4_INDEXER_INDEXER_MATH_H
+#define DSV4_INDEXER_INDEXER_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "dsv4/indexer.h"
+#include "dsv4/numerics.h"
+
+#if defined(__CUDA_ARCH__)
+#define IDX_MUL(a, b) __fmul_rn((a), (b))
+#define IDX_ADD(a, b) __fadd_rn((a), (b))
+#define IDX_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define IDX_DIV(a, b) __fdiv_rn((a), (b))
+#define IDX_SQRT(a) __fsqrt_rn(a)
+#else
+#define IDX_MUL(a, b) ((a) * (b))
+#define IDX_ADD(a, b) ((a) + (b))
+#define IDX_FMA(a, b, c) fmaf((a), (b), (c))
+#define IDX_DIV(a, b) ((a) / (b))
+#define IDX_SQRT(a) sqrtf(a)
+#endif
+
+/* The bf16 pair word (a in the low half, b in the high half) rotated by (c, s):
+ * y_a = bf16(fmaf(a, c, -(b * s))), y_b = bf16(fmaf(b, c, a * s)), products rounded first. */
+DSV4_HD uint32_t idx_rope_word(uint32_t w, float c, float s) {
+    const float a = dsv4_bf16_to_f32((uint16_t)w), b = dsv4_bf16_to_f32((uint16_t)(w >> 16));
+    const uint16_t ya = dsv4_f32_to_bf16(IDX_FMA(a, c, -IDX_MUL(b, s)));
+    const uint16_t yb = dsv4_f32_to_bf16(IDX_FMA(b, c, IDX_MUL(a, s)));
+    return (uint32_t)ya | ((uint32_t)yb << 16);
+}
+
+/* Is p a row of the rotary table? Outside it the rotation is (c, s) = (1, 0). */
+DSV4_HD int idx_pos_in(int64_t p, int64_t max_position) { return p >= 0 && p < max_position; }
+
+/* Running max of |x| that leaves NaN out (a NaN compares false). */
+DSV4_HD float idx_absmax(float m, float x) {
+    const float a = fabsf(x);
+    return a > m ? a : m;
+}
+
+/* The query's e4m3 code: x / 2^e as x * inv (inv = dsv4_ue8m0_inv_scale(enc), the same
+ * bits), then the saturating encode with no clamp in front (NaN -> 0x7F). */
+DSV4_HD uint8_t idx_q_code(float x, float inv) { return dsv4_f32_to_e4m3(IDX_MUL(x, inv)); }
+
+/* The head weight: ((w_raw * s) * softmax_scale) * head_scale, three rounded products. */
+DSV4_HD float idx_q_weight(float w_raw, float s, float softmax_scale, float head_scale) {
+    return IDX_MUL(IDX_MUL(IDX_MUL(w_raw, s), softmax_scale), head_scale);
+}
+
+/* One sum-of-squares partial of the key norm: four consecutive dims. */
+DSV4_HD float idx_sumsq_part(float x0, float x1, float x2, float x3) {
+    return IDX_ADD(IDX_FMA(x0, x0, IDX_MUL(x1, x1)), IDX_FMA(x2, x2, IDX_MUL(x3, x3)));
+}
+
+/* rr = 1 / sqrtf(ssq / 128 + eps); ssq / 128 as an exact power-of-two product. */
+DSV4_HD float idx_rms_inv(float ssq, float eps) {
+    return IDX_DIV(1.0f, IDX_SQRT(IDX_ADD(IDX_MUL(ssq, 0.0078125f), eps)));
+}
+
+/* The normalized key element bf16((x * rr) * gamma), as fp32. */
+DSV4_HD float idx_k_norm(float x, float rr, float gamma) { return dsv4_round_bf16(IDX_MUL(IDX_MUL(x, rr), gamma)); }
+
+/* The key's stored rotary row: the group's first position (pos / ratio) * ratio, or -1
+ * (outside every table) for a negative position. */
+DSV4_HD int64_t idx_k_rope_pos(int64_t pos, int64_t ratio) { return pos < 0 ? -1 : pos / ratio * ratio; }
+
+/* Is row (pos, slot) stored: a slot inside the cache, and pos closing its group. */
+DSV4_HD int idx_k_stored(int64_t pos, int64_t slot, int64_t ratio, int64_t slots) {
+    return slot >= 0 && slot < slots && (pos + 1) % ratio == 0;
+}
+
+#endif /* DSV4_INDEXER_INDEXER_MATH_H */

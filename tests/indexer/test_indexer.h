@@ -1,0 +1,76 @@
+/* The indexer family's tests (test_indexer_main.c lists them) and their helpers. */
+#ifndef DSV4_TEST_INDEXER_H
+#define DSV4_TEST_INDEXER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dsv4/indexer.h"
+#include "harness.h"
+
+/* ---- helpers (idx_test_util.c) --------------------------------------------------------- */
+/* Fails unless dsv4_last_error() names `op` and holds `field` and `value` (either may be NULL). */
+void it_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value);
+/* A rotary table [max_position, 64] of unit (cos, sin) pairs, theta 10000. */
+void it_rotary_table(float *cs, int64_t max_position);
+/* A random head or key row of 128 bf16 values: a magnitude band drawn from 2^-30 .. 2^40,
+ * sometimes an all-zero row, a row whose amax sits at 1.75 * 2^k, or (specials) a NaN or
+ * an infinity among the values. */
+void it_row(th_rng_t *r, uint16_t *x, int specials);
+
+/* ---- independent models: double arithmetic, rounding to fp32 by round-to-odd, e4m3 by
+ *      nearest-value search over the 127 codes ---------------------------------------- */
+/* One RoPE pair: y_a, y_b as bf16. */
+void it_model_rope(uint16_t a, uint16_t b, float c, float s, uint16_t *ya, uint16_t *yb);
+/* The scale exponent for a row's maximum |y| (NaN left out by the caller): 128 for inf. */
+int it_model_exp(double amax);
+/* e4m3 code of the exact value v: nearest, ties to the even code, beyond 448 -> +-448,
+ * NaN -> nan_code. */
+uint8_t it_model_e4m3(double v, uint8_t nan_code);
+/* dsv4_indexer_q for one row: codes and the head weight. */
+void it_model_q_row(const uint16_t *q, int64_t pos, int64_t max_position, const float *cs, uint16_t w_raw, float ss,
+                    float hs, uint8_t *codes, float *w);
+/* dsv4_indexer_k_store for one stored row: codes and the scale's fp32 bits. */
+void it_model_k_row(const uint16_t *k, const uint16_t *gamma, float eps, int64_t rope_row, int64_t max_position,
+                    const float *cs, uint8_t *codes, uint32_t *scale_bits);
+
+/* ---- a random k_store problem on host memory (the GPU tests upload it) ---------------- */
+typedef struct {
+    dsv4_indexer_k_store_desc_t d;
+    uint16_t *k, *gamma;
+    int64_t *pos, *slot;
+    float *cs;
+    size_t k_elems, cache_bytes;
+} it_k_case_t;
+/* T rows at ratio r, P states per page, stride; rows of consecutive positions from a
+ * random start, some slots -1 or beyond the cache, distinct slots otherwise. */
+void it_k_case(th_rng_t *r, int64_t T, int64_t ratio, int64_t P, int64_t stride, int64_t k_stride, it_k_case_t *c);
+void it_k_case_free(it_k_case_t *c);
+
+/* ---- a random q problem ---------------------------------------------------------------- */
+typedef struct {
+    dsv4_indexer_q_desc_t d;
+    uint16_t *q, *w_raw;
+    int64_t *pos;
+    float *cs;
+    size_t q_elems, w_elems;
+} it_q_case_t;
+void it_q_case(th_rng_t *r, const dsv4_indexer_q_desc_t *shape, it_q_case_t *c);
+void it_q_case_free(it_q_case_t *c);
+
+/* ---- tests ------------------------------------------------------------------------------ */
+void test_idx_q_known_answers(th_ctx_t *t);
+void test_idx_q_vs_model(th_ctx_t *t);
+void test_idx_q_strided(th_ctx_t *t);
+void test_idx_k_known_answers(th_ctx_t *t);
+void test_idx_k_vs_model(th_ctx_t *t);
+void test_idx_k_pages(th_ctx_t *t);
+void test_idx_plans(th_ctx_t *t);
+void test_idx_bad_input_q(th_ctx_t *t);
+void test_idx_bad_input_k(th_ctx_t *t);
+void test_idx_gpu_q(th_ctx_t *t);
+void test_idx_gpu_k(th_ctx_t *t);
+void test_idx_gpu_bad_input_writes_nothing(th_ctx_t *t);
+void test_idx_gpu_graph_capture(th_ctx_t *t);
+
+#endif
