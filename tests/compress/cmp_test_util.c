@@ -14,13 +14,6 @@
 #include "dsv4/numerics.h"
 #include "test_compress.h"
 
-void ct_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value) {
-    const char *msg = dsv4_last_error();
-    const char *want[3] = {op, field, value};
-    for (int i = 0; i < 3; ++i)
-        TH_CHECK(t, !want[i] || strstr(msg, want[i]), "%s: message '%s' should mention '%s'", call, msg, want[i]);
-}
-
 uint16_t ct_bf16(th_rng_t *r, int specials) {
     if (specials && th_rng_range(r, 0, 15) == 0) {
         static const uint16_t sp[] = {0x7FC0, 0xFFC1, 0x7F80, 0xFF80, 0x0000, 0x8000, 0x0001, 0x8033, 0x007F};
@@ -28,15 +21,6 @@ uint16_t ct_bf16(th_rng_t *r, int specials) {
     }
     const uint32_t v = th_rng_u32(r);
     return (uint16_t)(((v & 1u) << 15) | ((119u + (v >> 1) % 17u) << 7) | ((v >> 8) & 0x7Fu));
-}
-
-void ct_rotary_table(float *cs, int64_t max_position) {
-    for (int64_t p = 0; p < max_position; ++p)
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)p * pow(10000.0, -(double)i / 32.0);
-            cs[p * 64 + i] = (float)cos(ang);
-            cs[p * 64 + 32 + i] = (float)sin(ang);
-        }
 }
 
 /* fp32 rounding (to nearest even) of the exact x + y, where x and y are doubles. */

@@ -12,45 +12,13 @@
 #include <string.h>
 
 #include "compress/compress_common.h"
+#include "bad_input.h"
 #include "test_compress.h"
 
 #define MIS(p, bytes) ((void *)((char *)(p) + (bytes)))
 
-/* ir_expect / eg_expect: a bad descriptor (desc_case) fails every function of operator
- * OP; bad args fail the run call and the reference. NAME_null: the NULL descriptor, args,
- * bytes and stream cases, and workspace_size 0 for a good descriptor. */
-#define CT_EXPECT_FNS(NAME, OP, desc_t, args_t)                                                                        \
-    static void NAME(th_ctx_t *t, const desc_t *d, const args_t *a, int desc_case, dsv4_status_t st,                   \
-                     const char *field, const char *value) {                                                           \
-        char call[96];                                                                                                 \
-        if (desc_case) {                                                                                               \
-            size_t ws = 99;                                                                                            \
-            snprintf(call, sizeof call, #OP "_check [%s]", field);                                                     \
-            TH_EXPECT_STATUS(t, dsv4_##OP##_check(d), st);                                                             \
-            ct_expect_error(t, call, #OP, field, value);                                                               \
-            TH_EXPECT_STATUS(t, dsv4_##OP##_workspace_size(d, &ws), st);                                               \
-            TH_CHECK(t, ws == 99, #OP "_workspace_size wrote %zu on failure", ws);                                     \
-        }                                                                                                              \
-        snprintf(call, sizeof call, #OP " [%s]", field);                                                               \
-        TH_EXPECT_STATUS(t, dsv4_##OP(d, a, NULL, 0, NULL), st);                                                       \
-        ct_expect_error(t, call, #OP, field, value);                                                                   \
-        snprintf(call, sizeof call, #OP "_ref [%s]", field);                                                           \
-        TH_EXPECT_STATUS(t, dsv4_##OP##_ref(d, a), st);                                                                \
-        ct_expect_error(t, call, #OP, field, value);                                                                   \
-    }                                                                                                                  \
-    static void NAME##_null(th_ctx_t *t, const desc_t *good, const args_t *ga) {                                       \
-        size_t ws = 1;                                                                                                 \
-        NAME(t, NULL, ga, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);                                                  \
-        NAME(t, good, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);                                                \
-        TH_EXPECT_STATUS(t, dsv4_##OP##_workspace_size(good, NULL), DSV4_STATUS_NULL_POINTER);                         \
-        ct_expect_error(t, "workspace_size(desc, NULL)", #OP, "bytes", NULL);                                          \
-        TH_EXPECT_STATUS(t, dsv4_##OP(good, ga, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);                             \
-        ct_expect_error(t, "NULL stream", #OP, "stream", NULL);                                                        \
-        TH_OK(t, dsv4_##OP##_workspace_size(good, &ws));                                                               \
-        TH_CHECK(t, ws == 0, #OP " needs no workspace, says %zu", ws);                                                 \
-    }
-CT_EXPECT_FNS(ir_expect, inv_rope, dsv4_inv_rope_desc_t, dsv4_inv_rope_args_t)
-CT_EXPECT_FNS(eg_expect, engram_lookup, dsv4_engram_lookup_desc_t, dsv4_engram_lookup_args_t)
+TH_EXPECT_FNS(ir_expect, inv_rope, dsv4_inv_rope_desc_t, dsv4_inv_rope_args_t)
+TH_EXPECT_FNS(eg_expect, engram_lookup, dsv4_engram_lookup_desc_t, dsv4_engram_lookup_args_t)
 
 /* ---- inv_rope ------------------------------------------------------------------------ */
 void test_cmp_bad_input_inv_rope(th_ctx_t *t) {

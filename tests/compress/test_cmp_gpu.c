@@ -46,7 +46,7 @@ static void ir_case(th_rng_t *r, dsv4_inv_rope_desc_t d, ir_case_t *c) {
     c->pos = malloc((size_t)(d.num_tokens ? d.num_tokens : 1) * 8);
     c->cs = malloc((size_t)d.max_position * 256);
     for (size_t i = 0; i < c->o_elems; ++i) c->o[i] = ct_bf16(r, 1);
-    ct_rotary_table(c->cs, d.max_position);
+    th_rotary_table(c->cs, d.max_position);
     for (int64_t i = 0; i < d.num_tokens; ++i) /* prefill positions, some outside the table */
         c->pos[i] =
             th_rng_range(r, 0, 19) ? th_rng_range(r, 0, d.max_position - 1) : th_rng_range(r, -2, 2 * d.max_position);

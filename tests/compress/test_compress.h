@@ -9,13 +9,9 @@
 #include "harness.h"
 
 /* ---- helpers (cmp_test_util.c) ------------------------------------------------------- */
-/* Fails unless dsv4_last_error() names `op` and holds `field` and `value` (either may be NULL). */
-void ct_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value);
 /* Random bf16 bits: mostly finite values of magnitude 2^-8 .. 2^8, sometimes a special
  * (NaN, +-inf, +-0, a subnormal) when `specials`. */
 uint16_t ct_bf16(th_rng_t *r, int specials);
-/* A rotary table [max_position, 64] of unit (cos, sin) pairs, theta 10000. */
-void ct_rotary_table(float *cs, int64_t max_position);
 
 /* ---- independent models (double arithmetic, numerics.h's converters for the final
  *      bf16 rounding) ------------------------------------------------------------------ */

@@ -22,16 +22,16 @@ static void expect_fail(th_ctx_t *t, const dsv4_compress_desc_t *d, const dsv4_c
         size_t ws = 99;
         snprintf(call, sizeof call, "compress_check [%s]", field);
         TH_EXPECT_STATUS(t, dsv4_compress_check(d), st);
-        ct_expect_error(t, call, "compress", field, value);
+        th_expect_error(t, call, "compress", field, value);
         TH_EXPECT_STATUS(t, dsv4_compress_workspace_size(d, &ws), st);
         TH_CHECK(t, ws == 99, "compress_workspace_size wrote %zu on failure", ws);
     }
     snprintf(call, sizeof call, "compress [%s]", field);
     TH_EXPECT_STATUS(t, dsv4_compress(d, a, NULL, 0, NULL), st);
-    ct_expect_error(t, call, "compress", field, value);
+    th_expect_error(t, call, "compress", field, value);
     snprintf(call, sizeof call, "compress_ref [%s]", field);
     TH_EXPECT_STATUS(t, dsv4_compress_ref(d, a), st);
-    ct_expect_error(t, call, "compress", field, value);
+    th_expect_error(t, call, "compress", field, value);
 }
 
 void test_compress_bad_input(th_ctx_t *t) {
@@ -59,9 +59,9 @@ void test_compress_bad_input(th_ctx_t *t) {
     expect_fail(t, NULL, &a1, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);
     expect_fail(t, &g1, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);
     TH_EXPECT_STATUS(t, dsv4_compress_workspace_size(&g1, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "workspace_size(desc, NULL)", "compress", "bytes", NULL);
+    th_expect_error(t, "workspace_size(desc, NULL)", "compress", "bytes", NULL);
     TH_EXPECT_STATUS(t, dsv4_compress(&g2, &a2, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);
-    ct_expect_error(t, "NULL stream", "compress", "stream", NULL);
+    th_expect_error(t, "NULL stream", "compress", "stream", NULL);
     size_t ws = 1;
     TH_OK(t, dsv4_compress_workspace_size(&g2, &ws));
     TH_CHECK(t, ws == 0, "compress needs no workspace, says %zu", ws);

@@ -2,6 +2,7 @@
  * with the worst index, relative L2 and NMSE. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dsv4/numerics.h"
 #include "harness.h"
@@ -79,4 +80,20 @@ void th_bf16_to_f64(const uint16_t *src, double *dst, size_t n) {
 
 void th_f32_to_f64(const float *src, double *dst, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = (double)src[i];
+}
+
+void th_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value) {
+    const char *msg = dsv4_last_error();
+    const char *want[3] = {op, field, value};
+    for (int i = 0; i < 3; ++i)
+        TH_CHECK(t, !want[i] || strstr(msg, want[i]), "%s: message '%s' should mention '%s'", call, msg, want[i]);
+}
+
+void th_rotary_table(float *cs, int64_t max_position) {
+    for (int64_t p = 0; p < max_position; ++p)
+        for (int i = 0; i < 32; ++i) {
+            const double ang = (double)p * pow(10000.0, -(double)i / 32.0);
+            cs[p * 64 + i] = (float)cos(ang);
+            cs[p * 64 + 32 + i] = (float)sin(ang);
+        }
 }

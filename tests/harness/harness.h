@@ -149,4 +149,11 @@ void th_fill_bf16_normal(th_rng_t *r, uint16_t *dst, size_t n, double scale);
 }
 #endif
 
+/* The last error message names each of op, field and value (NULL: not checked); `call`
+ * labels the failure. */
+void th_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value);
+/* A GPT-J rotary table [max_position, 64]: cos of pair i in column i, sin in 32 + i, with
+ * theta 10000 over 32 pairs (the model's). */
+void th_rotary_table(float *cs, int64_t max_position);
+
 #endif /* DSV4_TEST_HARNESS_H */

@@ -16,22 +16,6 @@
 #include "dsv4/numerics.h"
 #include "test_indexer.h"
 
-void it_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value) {
-    const char *msg = dsv4_last_error();
-    const char *want[3] = {op, field, value};
-    for (int i = 0; i < 3; ++i)
-        TH_CHECK(t, !want[i] || strstr(msg, want[i]), "%s: message '%s' should mention '%s'", call, msg, want[i]);
-}
-
-void it_rotary_table(float *cs, int64_t max_position) {
-    for (int64_t p = 0; p < max_position; ++p)
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)p * pow(10000.0, -(double)i / 32.0);
-            cs[p * 64 + i] = (float)cos(ang);
-            cs[p * 64 + 32 + i] = (float)sin(ang);
-        }
-}
-
 static uint16_t bf16_of(int sign, int exp, unsigned mant) {
     return (uint16_t)(((unsigned)sign << 15) | ((unsigned)(exp + 127) << 7) | (mant & 0x7Fu));
 }
@@ -188,7 +172,7 @@ void it_k_case(th_rng_t *r, int64_t T, int64_t ratio, int64_t P, int64_t stride,
     for (size_t i = 0; i < c->k_elems; ++i) c->k[i] = bf16_of((int)(th_rng_u32(r) & 1), (int)th_rng_range(r, -8, 4), 0);
     for (int64_t t = 0; t < T; ++t) it_row(r, c->k + t * ks, 1);
     for (int d = 0; d < 128; ++d) c->gamma[d] = bf16_of(0, (int)th_rng_range(r, -1, 1), th_rng_u32(r));
-    it_rotary_table(c->cs, max_pos);
+    th_rotary_table(c->cs, max_pos);
     int32_t *perm = malloc((size_t)(pages * P) * 4);
     for (int64_t i = 0; i < pages * P; ++i) perm[i] = (int32_t)i;
     th_rng_shuffle_i32(r, perm, pages * P);
@@ -223,7 +207,7 @@ void it_q_case(th_rng_t *r, const dsv4_indexer_q_desc_t *shape, it_q_case_t *c) 
         c->w_raw[i] = th_rng_range(r, 0, 40)
                           ? bf16_of((int)(th_rng_u32(r) & 1), (int)th_rng_range(r, -6, 3), th_rng_u32(r))
                           : (uint16_t)0x0000;
-    it_rotary_table(c->cs, shape->max_position);
+    th_rotary_table(c->cs, shape->max_position);
     for (int64_t t = 0; t < T; ++t)
         c->pos[t] = th_rng_range(r, 0, 19) ? th_rng_range(r, 0, shape->max_position - 1)
                                            : th_rng_range(r, -2, 2 * shape->max_position);

@@ -9,10 +9,6 @@
 #include "harness.h"
 
 /* ---- helpers (idx_test_util.c) --------------------------------------------------------- */
-/* Fails unless dsv4_last_error() names `op` and holds `field` and `value` (either may be NULL). */
-void it_expect_error(th_ctx_t *t, const char *call, const char *op, const char *field, const char *value);
-/* A rotary table [max_position, 64] of unit (cos, sin) pairs, theta 10000. */
-void it_rotary_table(float *cs, int64_t max_position);
 /* A random head or key row of 128 bf16 values: a magnitude band drawn from 2^-30 .. 2^40,
  * sometimes an all-zero row, a row whose amax sits at 1.75 * 2^k, or (specials) a NaN or
  * an infinity among the values. */
