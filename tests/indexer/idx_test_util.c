@@ -180,7 +180,8 @@ void it_k_case(th_rng_t *r, int64_t T, int64_t ratio, int64_t P, int64_t stride,
     for (int64_t t = 0; t < T; ++t) {
         c->pos[t] = th_rng_range(r, 0, 30) ? start + t : th_rng_range(r, -3, max_pos + 8); /* some outside */
         const int64_t k = th_rng_range(r, 0, 11);
-        c->slot[t] = k == 0 ? -1 : (k == 1 ? pages * P + th_rng_range(r, 0, 5) : perm[t]);
+        /* each slot at most once (rows past the cache's slot count skip) */
+        c->slot[t] = k == 0 || t >= pages * P ? -1 : (k == 1 ? pages * P + th_rng_range(r, 0, 5) : perm[t]);
     }
     free(perm);
 }
