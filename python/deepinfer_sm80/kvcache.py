@@ -13,8 +13,9 @@ RECORD = S.DSV4_KV_RECORD_BYTES
 DIM = S.DSV4_KV_DIM
 
 
-def cache_geometry(opname, name, cache, page_tokens, page_stride_bytes=None):
-    """(page_stride_bytes, num_pages) of a cache tensor; checks the tensor holds P*584 bytes a page."""
+def cache_geometry(opname, name, cache, page_tokens, page_stride_bytes=None, record=RECORD):
+    """(page_stride_bytes, num_pages) of a cache tensor; checks the tensor holds P*record bytes a
+    page (record: 584 for the fp8_ds_mla caches, 132 for the indexer cache)."""
     arg(opname, name, cache, "u8", ndim=None)
     if page_tokens is None:
         raise ValueError(f"{opname}: page_tokens of {name} is required")
@@ -32,9 +33,9 @@ def cache_geometry(opname, name, cache, page_tokens, page_stride_bytes=None):
         page *= dims[i]
     if page_stride_bytes is not None and page_stride_bytes != st[0]:
         raise ValueError(f"{opname}: page_stride_bytes {page_stride_bytes} differs from {name}.stride(0) = {st[0]}")
-    if page_tokens > 0 and page < page_tokens * RECORD:
+    if page_tokens > 0 and page < page_tokens * record:
         raise ValueError(
-            f"{opname}: a page of {name} holds {page} bytes, less than page_tokens*584 = {page_tokens * RECORD}"
+            f"{opname}: a page of {name} holds {page} bytes, less than page_tokens*{record} = {page_tokens * record}"
         )
     return st[0] if dims[0] > 1 else max(st[0], page), dims[0]
 

@@ -4,7 +4,7 @@
     torch.ops.dsv4.kv_gather(cache, seq_lens, block_table, out, page_tokens=64)
 
 Each op is the binding function of the same name (deepinfer_sm80.kvcache / indices / attention /
-mhc, which the docstrings here follow) in out-argument style: the caller passes every output, the
+mhc / compressor / indexer, which the docstrings here follow) in out-argument style: the caller passes every output, the
 op writes it (and the in-place inputs: kv_swa_write's q, the caches) and returns None. Those
 tensors are declared mutated in the schema; the fake implementations return None and touch no
 data, so torch.compile traces the ops without running them. CUDA tensors run the kernels on
@@ -24,6 +24,8 @@ import torch
 from torch import Tensor
 
 from . import attention as _att
+from . import compressor as _cmp
+from . import indexer as _ixr
 from . import indices as _idx
 from . import kvcache as _kv
 from . import mhc as _mhc
@@ -35,7 +37,8 @@ ROUTE_AUTO = _mhc.ROUTE_AUTO
 __all__ = [
     "Planner", "kv_insert", "kv_swa_write", "kv_rope_insert", "kv_gather", "topk_translate", "topk_translate_packed",
     "combine_topk_swa", "decode_swa_indices", "sparse_mla_decode", "sparse_mla_prefill", "mhc_post", "mhc_collapse",
-    "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
+    "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split", "compress", "inv_rope", "engram_lookup",
+    "indexer_q", "indexer_k_store",
 ]
 
 
@@ -270,3 +273,63 @@ def mhc_fn_split(fn: Tensor, out: Tensor, *, broadcast: bool = False) -> None:
 
     fn: fp32 [24, 4H] (or fn_bcast [24, H] with broadcast=True); out: bf16 [48, K], written."""
     _mhc.mhc_fn_split(fn, broadcast=broadcast, out=out)
+
+
+# ---- compress ---------------------------------------------------------------------------------
+@_op("latent", "ring")
+def compress(kv_score: Tensor, gamma: Tensor, latent: Tensor, slot: Optional[Tensor] = None,
+             positions: Optional[Tensor] = None, ring_slot: Optional[Tensor] = None,
+             query_start_loc: Optional[Tensor] = None, ring: Optional[Tensor] = None, *, ratio: int, eps: float,
+             ring_cap: Optional[int] = None) -> None:
+    """The V4.1 compressor: RMS-normalized bf16 latent rows from the fp32 GEMM output.
+
+    kv_score: fp32 [T, 512 * ratio]; gamma: bf16 [512]; latent: bf16 [>= T, 512], written where a
+    latent is due; ratio 1: slot int64 [T]; ratio 2: positions, ring_slot int64 [T],
+    query_start_loc int32 [R + 1], ring fp32 [blocks * ring_cap, 1024] (updated)."""
+    _cmp.compress(kv_score, gamma, latent, ratio=ratio, eps=eps, slot=slot, positions=positions,
+                  ring_slot=ring_slot, query_start_loc=query_start_loc, ring=ring, ring_cap=ring_cap)
+
+
+@_op("o_heads")
+def inv_rope(o_heads: Tensor, position_ids: Tensor, cos_sin_cache: Tensor, *, num_heads: Optional[int] = None) -> None:
+    """Rotate dims 448..511 of the live heads back by each token's position, in place.
+
+    o_heads: bf16 [T, Hpad, 512], written; position_ids: int64 [T]; cos_sin_cache: fp32
+    [max_position, 64]."""
+    _cmp.inv_rope(o_heads, position_ids, cos_sin_cache, num_heads=num_heads)
+
+
+@_op("out")
+def engram_lookup(values: Tensor, scales: Tensor, ids: Tensor, out: Tensor, *, head_start: int = 0,
+                  vocab_start: int = 0, vocab_end: Optional[int] = None) -> None:
+    """Engram rows ids[t, head_start + h] of this rank's table, dequantized to bf16 (zeros where
+    the rank owns no row).
+
+    values: uint8 [rows, D] (or pinned host memory); scales: uint8 [rows, D / 32]; ids: int32
+    [T, n_cols]; out: bf16 [T, local_heads, D], written."""
+    _cmp.engram_lookup(values, scales, ids, out, head_start=head_start, vocab_start=vocab_start,
+                       vocab_end=vocab_end)
+
+
+# ---- indexer ----------------------------------------------------------------------------------
+@_op("q8", "w")
+def indexer_q(q: Tensor, w_raw: Tensor, positions: Tensor, cos_sin: Tensor, q8: Tensor, w: Tensor, *,
+              softmax_scale: float = 0.0, head_scale: float = 0.0) -> None:
+    """Index queries: RoPE, e4m3 codes with a power-of-two scale, the scale folded into w.
+
+    q: bf16 [T, H, 128]; w_raw: bf16 [T, H]; positions: int64 [T]; cos_sin: fp32
+    [max_position, 64]; q8: uint8 [T, H, 128] and w: fp32 [T, H], written."""
+    _ixr.indexer_q(q, w_raw, positions, cos_sin, q8, w, softmax_scale=softmax_scale, head_scale=head_scale)
+
+
+@_op("cache")
+def indexer_k_store(k_pre: Tensor, gamma: Tensor, positions: Tensor, slot_mapping: Tensor, cos_sin: Tensor,
+                    cache: Tensor, *, page_tokens: int, ratio: int, eps: float,
+                    page_stride_bytes: Optional[int] = None) -> None:
+    """Index keys: RMSNorm, RoPE at the group's first position, e4m3, stored into the paged
+    indexer cache for the rows that close their group.
+
+    k_pre: bf16 [T, 128]; gamma: bf16 [128]; positions, slot_mapping: int64 [T]; cos_sin: fp32
+    [max_position, 64]; cache: uint8 pages (P * 132 bytes and more a page), written."""
+    _ixr.indexer_k_store(k_pre, gamma, positions, slot_mapping, cos_sin, cache, page_tokens=page_tokens,
+                         ratio=ratio, eps=eps, page_stride_bytes=page_stride_bytes)

@@ -304,6 +304,70 @@ def test_mhc_seam(gpu, rng, variant, T, route):
 
 
 # ---- streams, workspaces, devices ------------------------------------------------------------
+# ---- compress and indexer -------------------------------------------------------------------
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_compress(gpu, rng, ratio):
+    from test_compress import _ratio2_rows
+
+    T = 7
+    kv = (rng.standard_normal((T, 512 * ratio)) * 3).astype(np.float32)
+    gamma, latent = sm.rng_bf16(rng, (512,), -2, 1), np.full((T, 512), 0x7FC1, np.uint16)
+    if ratio == 1:
+        slot = rng.integers(-1, 50, size=T).astype(np.int64)
+        host, dev = both(lambda k, g, l, s: (d.compress(k, g, l, ratio=1, eps=1e-6, slot=s),), gpu, kv, gamma,
+                         latent, slot)
+        assert_bits(dev[0], host[0], "compress latent (r=1)")
+        return
+    pos, qsl, ring_slot, ring, cap = _ratio2_rows(rng)
+
+    def run(k, g, l, p, rs, q, r):
+        d.compress(k, g, l, ratio=2, eps=1e-6, positions=p, ring_slot=rs, query_start_loc=q, ring=r, ring_cap=cap)
+        return l, r
+    host, dev = both(run, gpu, kv, gamma, latent, pos, ring_slot, qsl, ring)
+    assert_ulp(dev[0], host[0], "compress latent (r=2: exp differs between host and device)", ulp=1)
+    assert_bits(dev[1], host[1], "compress ring")
+
+
+def test_inv_rope(gpu, rng):
+    T, max_pos = 300, 64
+    o = sm.rng_bf16(rng, (T, 16, 512), -6, 4)
+    pos = rng.integers(0, max_pos, size=T).astype(np.int64)
+    host, dev = both(lambda o, p, c: d.inv_rope(o, p, c, num_heads=12), gpu, o, pos, sm.rope_table(rng, max_pos))
+    assert_bits(dev, host, "inv_rope")
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_engram_lookup(gpu, rng, pinned):
+    T, D, rows = 200, 256, 500
+    values = rng.integers(0, 256, size=(rows, D), dtype=np.uint8)
+    scales = rng.integers(110, 140, size=(rows, D // 32), dtype=np.uint8)
+    ids = rng.integers(-1, rows + 5, size=(T, 8)).astype(np.int32)
+    out = np.zeros((T, 8, D), np.uint16)
+    want = d.engram_lookup(values, scales, ids, out.copy())
+    table = [torch.from_numpy(a) for a in (values, scales)]
+    table = [t.pin_memory() for t in table] if pinned else [t.cuda() for t in table]
+    got = d.engram_lookup(*table, gpu.put(ids), gpu.put(out))
+    torch.cuda.synchronize()
+    assert_bits(gpu.get(got), want, f"engram_lookup ({'pinned host' if pinned else 'device'} table)")
+
+
+def test_indexer_q_and_k_store(gpu, rng):
+    T, H, max_pos, P, pages = 100, 32, 256, 64, 4
+    cs = sm.rope_table(rng, max_pos)
+    pos = rng.integers(0, max_pos, size=T).astype(np.int64)
+    q, w_raw = sm.rng_bf16(rng, (T, H, 128), -8, 8), sm.rng_bf16(rng, (T, H), -2, 2)
+    q8, w = np.zeros((T, H, 128), np.uint8), np.zeros((T, H), np.float32)
+    host, dev = both(lambda *a: d.indexer_q(*a), gpu, q, w_raw, pos, cs, q8, w)
+    assert_bits(dev[0], host[0], "indexer_q codes")
+    assert_bits(dev[1].view(np.uint32), host[1].view(np.uint32), "indexer_q weights")
+    cache = rng.integers(0, 256, size=(pages, 8640), dtype=np.uint8)
+    slots = rng.permutation(pages * P)[:T].astype(np.int64)
+    k, gamma = sm.rng_bf16(rng, (T, 128), -6, 5), sm.rng_bf16(rng, (128,), -1, 1)
+    host, dev = both(lambda *a: d.indexer_k_store(*a, page_tokens=P, ratio=2, eps=1e-6), gpu, k, gamma, pos, slots,
+                     cs, cache)
+    assert_bits(dev, host, "indexer_k_store cache")
+
+
 def test_runs_on_torch_current_stream(gpu, rng):
     """A call made under `with torch.cuda.stream(s)` is ordered on s (checked by an event wait)."""
     from test_kvcache import _insert_case

@@ -204,6 +204,49 @@ def case_mhc_fn_split(rng):
     return (CPU.put(fn), _bf16_out(rng, 48, 4 * H_MHC)), {}
 
 
+def case_compress(rng):
+    from test_compress import _ratio2_rows
+
+    pos, qsl, ring_slot, ring, cap = _ratio2_rows(rng)
+    T = len(pos)
+    kv, gamma = rng.standard_normal((T, 1024)).astype(np.float32), sm.rng_bf16(rng, (512,), -2, 1)
+    args = (CPU.put(kv), CPU.put(gamma), _bf16_out(rng, T, 512), None, CPU.put(pos), CPU.put(ring_slot),
+            CPU.put(qsl), CPU.put(ring))
+    return args, dict(ratio=2, eps=1e-6, ring_cap=cap)
+
+
+def case_inv_rope(rng):
+    T, max_pos = 4, 16
+    pos = rng.integers(0, max_pos, size=T).astype(np.int64)
+    return (CPU.put(sm.rng_bf16(rng, (T, 4, 512), -4, 3)), CPU.put(pos), CPU.put(sm.rope_table(rng, max_pos))), {}
+
+
+def case_engram_lookup(rng):
+    T, D, rows = 4, 64, 12
+    values = rng.integers(0, 256, size=(rows, D), dtype=np.uint8)
+    scales = rng.integers(115, 135, size=(rows, D // 32), dtype=np.uint8)
+    ids = rng.integers(-1, rows, size=(T, 2)).astype(np.int32)
+    return (CPU.put(values), CPU.put(scales), CPU.put(ids), _bf16_out(rng, T, 2, D)), {}
+
+
+def case_indexer_q(rng):
+    T, H, max_pos = 3, 32, 16
+    pos = rng.integers(0, max_pos, size=T).astype(np.int64)
+    return (CPU.put(sm.rng_bf16(rng, (T, H, 128), -6, 6)), CPU.put(sm.rng_bf16(rng, (T, H), -2, 2)), CPU.put(pos),
+            CPU.put(sm.rope_table(rng, max_pos)), _poison(rng, (T, H, 128), np.uint8),
+            _poison(rng, (T, H), np.float32)), {}
+
+
+def case_indexer_k_store(rng):
+    T, P, pages, max_pos = 12, 64, 2, 32
+    pos = rng.integers(0, max_pos, size=T).astype(np.int64)
+    slots = rng.permutation(pages * P)[:T].astype(np.int64)
+    cache = rng.integers(0, 256, size=(pages, 8640), dtype=np.uint8)
+    args = (CPU.put(sm.rng_bf16(rng, (T, 128), -4, 4)), CPU.put(sm.rng_bf16(rng, (128,), -1, 1)), CPU.put(pos),
+            CPU.put(slots), CPU.put(sm.rope_table(rng, max_pos)), CPU.put(cache))
+    return args, dict(page_tokens=P, ratio=1, eps=1e-6)
+
+
 # How each op's positional arguments map onto the plain binding function.
 PLAIN = {
     "kv_insert": lambda a, kw: d.kv_insert(*a, **kw),
@@ -231,6 +274,12 @@ PLAIN = {
                                          aux=a[15], mix=a[16], **kw),
     "mhc_fn_bcast": lambda a, kw: d.mhc_fn_bcast(a[0], out=a[1]),
     "mhc_fn_split": lambda a, kw: d.mhc_fn_split(a[0], out=a[1], **kw),
+    "compress": lambda a, kw: d.compress(*a[:3], slot=a[3], positions=a[4], ring_slot=a[5], query_start_loc=a[6],
+                                         ring=a[7], **kw),
+    "inv_rope": lambda a, kw: d.inv_rope(*a, **kw),
+    "engram_lookup": lambda a, kw: d.engram_lookup(*a, **kw),
+    "indexer_q": lambda a, kw: d.indexer_q(*a, **kw),
+    "indexer_k_store": lambda a, kw: d.indexer_k_store(*a, **kw),
 }
 CASES = {name: globals()[f"case_{name}"] for name in PLAIN}
 
