@@ -10,6 +10,7 @@ from .attention import sparse_mla_decode, sparse_mla_decode_plan, sparse_mla_pre
 from .device import device_count, device_query, version
 from .indices import combine_cols, combine_topk_swa, decode_swa_indices, topk_translate, topk_translate_packed
 from .kvcache import kv_gather, kv_insert, kv_rope_insert, kv_swa_write
+from .plan import plan
 from .mhc import (gate_params, mhc_collapse, mhc_fn_bcast, mhc_fn_split, mhc_gates, mhc_plan, mhc_post, mhc_pre,
                   mhc_seam)
 
@@ -19,5 +20,5 @@ __all__ = [
     "topk_translate", "topk_translate_packed", "combine_cols", "combine_topk_swa", "decode_swa_indices",
     "sparse_mla_decode", "sparse_mla_decode_plan", "sparse_mla_prefill", "sparse_mla_prefill_plan",
     "gate_params", "mhc_post", "mhc_collapse", "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
-    "mhc_plan",
+    "mhc_plan", "plan",
 ]
