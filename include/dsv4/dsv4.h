@@ -119,5 +119,6 @@ dsv4_status_t dsv4_device_query(int device, dsv4_device_info_t *info);
 #include "dsv4/indices.h"
 #include "dsv4/kvcache.h"
 #include "dsv4/mhc.h"
+#include "dsv4/plan.h"
 
 #endif /* DSV4_DSV4_H */

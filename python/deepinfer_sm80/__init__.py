@@ -14,6 +14,7 @@ from .indices import combine_cols, combine_topk_swa, decode_swa_indices, topk_tr
 from .kvcache import kv_gather, kv_insert, kv_rope_insert, kv_swa_write
 from .mhc import (gate_params, mhc_collapse, mhc_fn_bcast, mhc_fn_split, mhc_gates, mhc_plan, mhc_post, mhc_pre,
                   mhc_seam)
+from .plan import plan
 
 __all__ = [
     "Dsv4Error", "NoDeviceError", "device_count", "device_query", "version",
@@ -21,5 +22,5 @@ __all__ = [
     "topk_translate", "topk_translate_packed", "combine_cols", "combine_topk_swa", "decode_swa_indices",
     "sparse_mla_decode", "sparse_mla_decode_plan", "sparse_mla_prefill", "sparse_mla_prefill_plan",
     "gate_params", "mhc_post", "mhc_collapse", "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
-    "mhc_plan", "compress", "inv_rope", "engram_lookup", "indexer_q", "indexer_k_store",
+    "mhc_plan", "plan", "compress", "inv_rope", "engram_lookup", "indexer_q", "indexer_k_store",
 ]

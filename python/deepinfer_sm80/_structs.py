@@ -40,6 +40,8 @@ DSV4_KV_SCALE_BYTES = 8  # kvcache.h
 DSV4_KV_RECORD_BYTES = 584  # kvcache.h
 DSV4_MHC_STREAMS = 4  # mhc.h
 DSV4_MHC_MIX = 24  # mhc.h
+DSV4_PLAN_MAX_STAGES = 64  # plan.h
+DSV4_PLAN_MAX_LAYERS = 64  # plan.h
 DSV4_PROBE_MMA_WARPS = 8  # probe.h
 DSV4_PROBE_MMA_CHAINS = 8  # probe.h
 DSV4_STATUS_SUCCESS = 0  # dsv4.h
@@ -65,6 +67,11 @@ DSV4_MHC_V4 = 1  # mhc.h
 DSV4_MHC_ROUTE_AUTO = 0  # mhc.h
 DSV4_MHC_ROUTE_SMALL_T = 1  # mhc.h
 DSV4_MHC_ROUTE_TENSOR_CORE = 2  # mhc.h
+DSV4_PLAN_V4_FLASH = 1  # plan.h
+DSV4_PLAN_V4_PRO = 2  # plan.h
+DSV4_PLAN_V41_FLASH = 3  # plan.h
+DSV4_PLAN_INDEXER_FP8 = 0  # plan.h
+DSV4_PLAN_INDEXER_MXFP4 = 1  # plan.h
 
 
 # ---- dsv4.h ----
@@ -683,6 +690,88 @@ class dsv4_mhc_fn_split_args_t(ctypes.Structure):
         ("fn_split", ctypes.c_void_p),  # uint16_t *fn_split
     ]
 
+# ---- plan.h ----
+
+
+class dsv4_plan_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("model", ctypes.c_int32),  # int32_t model
+        ("num_gpus", ctypes.c_int32),  # int32_t num_gpus
+        ("gpu_memory_bytes", ctypes.c_int64),  # int64_t gpu_memory_bytes
+        ("tp_size", ctypes.c_int32),  # int32_t tp_size
+        ("pp_size", ctypes.c_int32),  # int32_t pp_size
+        ("stage_tp", ctypes.c_int32 * DSV4_PLAN_MAX_STAGES),  # int32_t stage_tp[DSV4_PLAN_MAX_STAGES]
+        ("stage_layers", ctypes.c_int32 * DSV4_PLAN_MAX_STAGES),  # int32_t stage_layers[DSV4_PLAN_MAX_STAGES]
+        ("allow_group_cuts", ctypes.c_int32),  # int32_t allow_group_cuts
+        ("indexer_format", ctypes.c_int32),  # int32_t indexer_format
+        ("max_model_len", ctypes.c_int64),  # int64_t max_model_len
+        ("gpu_memory_utilization", ctypes.c_double),  # double gpu_memory_utilization
+        ("max_num_batched_tokens", ctypes.c_int64),  # int64_t max_num_batched_tokens
+        ("num_speculative_tokens", ctypes.c_int32),  # int32_t num_speculative_tokens
+        ("max_concurrent_batches", ctypes.c_int32),  # int32_t max_concurrent_batches
+        ("prefill_slabs", ctypes.c_int32),  # int32_t prefill_slabs
+        ("indexer_splits", ctypes.c_int32),  # int32_t indexer_splits
+        ("expert_pad", ctypes.c_int32),  # int32_t expert_pad
+        ("reserved0", ctypes.c_int32),  # int32_t reserved0
+        ("activation_bytes", ctypes.c_int64),  # int64_t activation_bytes
+        ("cudagraph_bytes", ctypes.c_int64),  # int64_t cudagraph_bytes
+        ("kv_cache_memory_bytes", ctypes.c_int64),  # int64_t kv_cache_memory_bytes
+    ]
+
+
+class dsv4_plan_stage_t(ctypes.Structure):
+    _fields_ = [
+        ("first_layer", ctypes.c_int32),  # int32_t first_layer
+        ("num_layers", ctypes.c_int32),  # int32_t num_layers
+        ("num_draft_layers", ctypes.c_int32),  # int32_t num_draft_layers
+        ("tp_size", ctypes.c_int32),  # int32_t tp_size
+        ("cut_ok", ctypes.c_int32),  # int32_t cut_ok
+        ("owned_sources", ctypes.c_int32),  # int32_t owned_sources
+        ("replicated_sources", ctypes.c_int32),  # int32_t replicated_sources
+        ("block_tokens", ctypes.c_int32),  # int32_t block_tokens
+        ("expert_bytes", ctypes.c_int64),  # int64_t expert_bytes
+        ("weights_bytes", ctypes.c_int64),  # int64_t weights_bytes
+        ("kv_block_bytes", ctypes.c_int64),  # int64_t kv_block_bytes
+        ("kv_bytes_per_token", ctypes.c_double),  # double kv_bytes_per_token
+        ("swa_bytes_per_request", ctypes.c_int64),  # int64_t swa_bytes_per_request
+        ("ring_bytes_per_request", ctypes.c_int64),  # int64_t ring_bytes_per_request
+        ("fixed_bytes_per_request", ctypes.c_int64),  # int64_t fixed_bytes_per_request
+        ("prefill_slab_rows", ctypes.c_int64),  # int64_t prefill_slab_rows
+        ("prefill_slab_bytes", ctypes.c_int64),  # int64_t prefill_slab_bytes
+        ("indexer_workspace_bytes", ctypes.c_int64),  # int64_t indexer_workspace_bytes
+        ("index_buffer_bytes", ctypes.c_int64),  # int64_t index_buffer_bytes
+        ("activation_bytes", ctypes.c_int64),  # int64_t activation_bytes
+        ("cudagraph_bytes", ctypes.c_int64),  # int64_t cudagraph_bytes
+        ("usable_bytes", ctypes.c_int64),  # int64_t usable_bytes
+        ("kv_bytes", ctypes.c_int64),  # int64_t kv_bytes
+        ("concurrency", ctypes.c_double),  # double concurrency
+        ("resident_tokens", ctypes.c_int64),  # int64_t resident_tokens
+        ("max_requests", ctypes.c_int64),  # int64_t max_requests
+    ]
+
+
+class dsv4_plan_result_t(ctypes.Structure):
+    _fields_ = [
+        ("num_stages", ctypes.c_int32),  # int32_t num_stages
+        ("num_layers", ctypes.c_int32),  # int32_t num_layers
+        ("num_draft_layers", ctypes.c_int32),  # int32_t num_draft_layers
+        ("upstream_ok", ctypes.c_int32),  # int32_t upstream_ok
+        ("fits", ctypes.c_int32),  # int32_t fits
+        ("bottleneck_stage", ctypes.c_int32),  # int32_t bottleneck_stage
+        ("num_valid_cuts", ctypes.c_int32),  # int32_t num_valid_cuts
+        ("valid_cuts", ctypes.c_int32 * DSV4_PLAN_MAX_LAYERS),  # int32_t valid_cuts[DSV4_PLAN_MAX_LAYERS]
+        ("reserved0", ctypes.c_int32),  # int32_t reserved0
+        ("num_valid_splits", ctypes.c_int64),  # int64_t num_valid_splits
+        ("model_kv_bytes_per_token", ctypes.c_double),  # double model_kv_bytes_per_token
+        ("expert_bytes_per_layer", ctypes.c_int64),  # int64_t expert_bytes_per_layer
+        ("model_weights_bytes", ctypes.c_int64),  # int64_t model_weights_bytes
+        ("host_bytes", ctypes.c_int64),  # int64_t host_bytes
+        ("resident_tokens", ctypes.c_int64),  # int64_t resident_tokens
+        ("concurrency", ctypes.c_double),  # double concurrency
+        ("max_requests", ctypes.c_int64),  # int64_t max_requests
+        ("stages", dsv4_plan_stage_t * DSV4_PLAN_MAX_STAGES),  # dsv4_plan_stage_t stages[DSV4_PLAN_MAX_STAGES]
+    ]
+
 
 STRUCTS = [
     dsv4_device_info_t,
@@ -734,6 +823,9 @@ STRUCTS = [
     dsv4_mhc_fn_bcast_args_t,
     dsv4_mhc_fn_split_desc_t,
     dsv4_mhc_fn_split_args_t,
+    dsv4_plan_desc_t,
+    dsv4_plan_stage_t,
+    dsv4_plan_result_t,
 ]
 
 # name -> (restype, [argtypes]) of every exported function
@@ -837,6 +929,8 @@ PROTOTYPES = {
     "dsv4_mhc_fn_split_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.c_void_p]),
     "dsv4_mhc_fn_split": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_mhc_fn_split_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_mhc_fn_split_desc_t), ctypes.POINTER(dsv4_mhc_fn_split_args_t)]),
+    "dsv4_plan_check": (ctypes.c_int, [ctypes.POINTER(dsv4_plan_desc_t)]),
+    "dsv4_plan": (ctypes.c_int, [ctypes.POINTER(dsv4_plan_desc_t), ctypes.POINTER(dsv4_plan_result_t)]),
     "dsv4_probe_empty": (ctypes.c_int, [ctypes.c_void_p]),
     "dsv4_probe_read": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
     "dsv4_probe_mma_bf16": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),

@@ -296,7 +296,7 @@ def _bits(t):
 def test_every_public_operator_has_an_op():
     # The package's operators (its public names less the helpers that launch nothing).
     helpers = {"Dsv4Error", "NoDeviceError", "device_count", "device_query", "version", "combine_cols", "gate_params",
-               "sparse_mla_decode_plan", "sparse_mla_prefill_plan", "mhc_plan"}
+               "sparse_mla_decode_plan", "sparse_mla_prefill_plan", "mhc_plan", "plan"}
     assert set(ops.__all__) - {"Planner"} == set(d.__all__) - helpers
     assert set(PLAIN) == set(ops.__all__) - {"Planner"}
     for name in PLAIN:

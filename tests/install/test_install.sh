@@ -21,6 +21,8 @@ for f in include/dsv4/dsv4.h include/dsv4/kvcache.h include/dsv4/numerics.h lib/
   [ -e "$prefix/$f" ] || bad "$f not installed"
 done
 ls "$prefix"/lib/libdsv4.so.* >/dev/null 2>&1 || bad "no versioned libdsv4.so.N"
+"$prefix/bin/dsv4_plan" --model v4.1-flash --mem 64GiB --stage-tp 2,4 --json >"$work/plan.json" 2>&1 \
+  || bad "the installed dsv4_plan does not run: $(cat "$work/plan.json")"
 [ "$(readlink "$prefix/lib/libdsv4.so")" != "" ] || bad "lib/libdsv4.so is not the soname link"
 installed=$(cd "$prefix/include" && find . -type f | sort)
 public=$(cd "$src/include" && find . -type f -name '*.h' | sort)
