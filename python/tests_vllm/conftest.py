@@ -37,6 +37,10 @@ if MODE != "default":
         import gpu_semantics
 
         gpu_semantics.install()
+    else:
+        import sm80_compile
+
+        sm80_compile.install()
 
 SEED = int(os.environ.get("DSV4_PY_SEED", "20250607"))
 
