@@ -13,7 +13,7 @@ run() {
   echo "-- vllm tier ($mode): $*"
   (cd "$root" && DSV4_VLLM_TRITON=$mode "$py" -m pytest -q -p no:cacheprovider "$@")
 }
-run default python/tests_vllm/test_plugin.py python/tests_vllm/test_drift.py "$@"
+run default python/tests_vllm/test_plugin.py python/tests_vllm/test_drift.py python/tests_vllm/test_hooks_cpu.py "$@"
 for mode in compile interpret; do
   files=$(cd "$root" && ls python/tests_vllm/test_${mode}_*.py 2>/dev/null || true)
   [ -n "$files" ] && run "$mode" $files "$@"
