@@ -3,7 +3,7 @@ index keys, then the top-k of the causal candidates, written into the shared top
 
 vLLM 0.33.0 does this with DeepGEMM (fp8_fp4_mqa_logits / fp8_fp4_paged_mqa_logits) and its
 top-k kernels, none of which run on SM8x; its torch fallback (fp8_paged_mqa_logits_torch, a
-ROCm helper) loops over requests on the host and has no V4.1 candidate blocks. libdsv4's fused
+ROCm reference) loops over requests on the host and has no V4.1 candidate blocks. libdsv4's fused
 logits + top-k kernel has no Python binding yet, so a step that reaches this op (a context longer
 than index_topk * compress_ratio tokens, or CUDA-graph capture) raises NotImplementedError.
 Shorter contexts never get here: the indexer selects every candidate itself.
