@@ -1,0 +1,88 @@
+"""The attention subclass's hooks run on CPU tensors (libdsv4's references) with vLLM-shaped
+metadata: the plumbing (slices, page geometry, lists, sink, scale) against the same ops called
+with explicit arguments, and the output projection against its formula."""
+import types
+
+import pytest
+import torch
+import torch.nn as nn
+from cases import bf16, cos_sin, filled_cache, gen, paged
+from conftest import mode
+
+import deepinfer_sm80 as d
+from deepinfer_sm80.vllm.attention import DeepInferV41Attention
+
+pytestmark = mode("default")
+
+
+def _layer(**attrs):
+    layer = DeepInferV41Attention.__new__(DeepInferV41Attention)
+    nn.Module.__init__(layer)
+    for k, v in attrs.items():
+        setattr(layer, k, v)
+    return layer
+
+
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_forward_decode(seed, ratio):
+    g = gen(seed)
+    T, R, H, K = 5, 3, 16, 64
+    seq = torch.randint(20, 200, (R,), generator=g)
+    swa_table, swa_pages = paged(g, seq.tolist(), 32)
+    swa_cache = filled_cache(g, swa_pages, 32, 64)
+    req = torch.tensor([0, 1, 1, 2, 2], dtype=torch.int32)
+    pos = (seq[req.long()] - torch.tensor([1, 2, 1, 2, 1])).to(torch.int32)
+    swa_ids = torch.full((T, 1, 128), -1, dtype=torch.int32)
+    swa_lens = torch.empty(T, dtype=torch.int32)
+    d.decode_swa_indices(req, pos, torch.ones(T, dtype=torch.bool), swa_table, window=128, page_tokens=32,
+                         swa_indices=swa_ids, swa_lens=swa_lens)
+    valid = torch.tensor([True, True, False, True, True])
+    swa_meta = types.SimpleNamespace(num_decode_tokens=T, num_decodes=R, token_to_req_indices=req,
+                                     is_valid_token=valid, decode_swa_indices=swa_ids, decode_swa_lens=swa_lens)
+    sink = torch.randn(H, generator=g)
+    sink[12:] = float("-inf")
+    q = bf16(g, T, H, 512)
+    layer = _layer(compress_ratio=ratio, swa_cache_layer=types.SimpleNamespace(kv_cache=swa_cache), attn_sink=sink,
+                   scale=512 ** -0.5, padded_heads=H)
+    layer._decode_workspace = lambda n, reserve=False: torch.empty(1, dtype=torch.uint8)
+    extra, attn_meta, cache = {}, None, None
+    if ratio:
+        P = 64
+        table, pages = paged(g, (seq // ratio).tolist(), P)
+        cache = filled_cache(g, pages, P, 576)
+        topk = torch.full((T + 3, K), -1, dtype=torch.int32)
+        for t in range(T):
+            n = int(seq[req[t]]) // ratio
+            topk[t, :min(n, K)] = torch.randperm(n, generator=g)[:K].to(torch.int32)
+        layer.topk_indices_buffer = topk
+        attn_meta = types.SimpleNamespace(block_table=table, block_size=P * ratio)
+        ids, lens = d.topk_translate(topk[:T], req, table, valid, page_tokens=P)
+        extra = dict(extra_cache=cache, extra_ids=ids, extra_lens=lens, extra_page_tokens=P)
+    out = torch.full((T, H, 512), 3.0, dtype=torch.bfloat16)
+    layer._forward_decode(q, cache, swa_meta, attn_meta, ratio == 0, out)
+    want = d.sparse_mla_decode(q, swa_cache, swa_ids.view(T, 128), swa_lens, main_page_tokens=32, sink=sink,
+                               scale=512 ** -0.5, **extra)
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+
+
+def test_o_proj(seed):
+    g = gen(seed)
+    T, Hp, H, G, rank, hidden = 4, 16, 12, 3, 64, 96
+    attn_out = bf16(g, T, Hp, 512)
+    positions = torch.randint(0, 500, (T,), generator=g, dtype=torch.int64)
+    table = cos_sin(g)
+    wo_a = (torch.randn(G * rank, H // G * 512, generator=g) * 0.02).to(torch.bfloat16)
+    wo_b = (torch.randn(hidden, G * rank, generator=g) * 0.02).to(torch.bfloat16)
+    layer = _layer(n_local_heads=H, n_local_groups=G, o_lora_rank=rank, wo_a=types.SimpleNamespace(weight=wo_a),
+                   rotary_emb=types.SimpleNamespace(cos_sin_cache=table))
+    layer._wo_b_proj = lambda z: z @ wo_b.t()
+    rotated = d.inv_rope(attn_out.clone(), positions, table, num_heads=H)
+    o = rotated[:, :H].reshape(T, G, -1).float()
+    z = torch.einsum("tgk,grk->tgr", o, wo_a.float().view(G, rank, -1)).to(torch.bfloat16)
+    want = z.flatten(1) @ wo_b.t()
+    got = layer._o_proj(attn_out, positions)
+    assert torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    assert torch.equal(attn_out[:, :H].view(torch.int16), rotated[:, :H].view(torch.int16))  # rotated in place
+    layer.wo_a = types.SimpleNamespace(weight=wo_a.float())
+    with pytest.raises(NotImplementedError, match="bf16 wo_a"):
+        layer._o_proj(attn_out, positions)

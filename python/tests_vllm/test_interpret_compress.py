@@ -1,0 +1,180 @@
+"""Conformance, compressor, inverse RoPE, Engram lookup and mHC: libdsv4's CPU path against vLLM
+0.33.0's Triton kernels (interpreter, gpu_semantics.py) or its PyTorch references."""
+import pytest
+import torch
+from cases import bf16, cos_sin, gen
+from conftest import mode
+
+from deepinfer_sm80 import mhc as dmhc
+from deepinfer_sm80 import ops
+
+pytestmark = mode("interpret")
+
+
+def _bf16_ulps(a, b):
+    """Per-element distance in bf16 units in the last place (same-sign ordering of the bits)."""
+    def key(x):
+        i = x.view(torch.int16).int()
+        return torch.where(i < 0, -(i & 0x7FFF), i)
+    return (key(a) - key(b)).abs()
+
+
+def test_compress_ratio1(seed):
+    """fused_save_compress_norm, ratio 1. Bound: <= 1 bf16 ulp per latent element (the RMS factor's
+    reduction order and rsqrt); untouched rows keep their poison."""
+    from vllm.models.deepseek_v41.common.ops.fused_compress_quant_cache import fused_save_compress_norm
+
+    g = gen(seed)
+    T = 24
+    kv = torch.randn(T, 512, generator=g) * 3
+    gamma = bf16(g, 512)
+    slots = torch.arange(T, dtype=torch.int64)
+    slots[torch.rand(T, generator=g) < 0.25] = -1
+    positions = torch.arange(T, dtype=torch.int64)
+    want = torch.full((T, 512), -3.0, dtype=torch.bfloat16)
+    have = want.clone()
+    fused_save_compress_norm(kv, positions, None, slots, None, None, gamma, 1e-6, 1, want)
+    ops.compress(kv, gamma, have, slots, ratio=1, eps=1e-6)
+    ulps = _bf16_ulps(want, have)
+    print(f"compress ratio 1: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
+    assert int(ulps.max()) <= 1
+
+
+def test_compress_ratio2(seed):
+    """fused_save_compress_norm, ratio 2 with its fp32 ring: latent within 1 bf16 ulp, ring bit-exact."""
+    from vllm.models.deepseek_v41.common.ops.fused_compress_quant_cache import fused_save_compress_norm
+
+    g = gen(seed)
+    cap, blocks = 8, 4
+    qlen = [5, 1, 6]
+    start = [3, 10, 0]
+    positions = torch.cat([torch.arange(s, s + n) for s, n in zip(start, qlen)]).to(torch.int64)
+    T = positions.numel()
+    qsl = torch.tensor([0, 5, 6, 12], dtype=torch.int32)
+    req = torch.repeat_interleave(torch.arange(3, dtype=torch.int32), torch.tensor(qlen))
+    block_of = torch.tensor([1, 3, 2])
+    ring_slot = (block_of[req.long()] * cap + positions % cap).to(torch.int64)
+    kv = torch.randn(T, 1024, generator=g) * 2
+    gamma = bf16(g, 512)
+    ring_w = torch.randn(blocks, cap, 1024, generator=g)
+    ring_h = ring_w.clone()
+    want = torch.full((T, 512), -3.0, dtype=torch.bfloat16)
+    have = want.clone()
+    fused_save_compress_norm(kv, positions, ring_w, ring_slot, qsl, req, gamma, 1e-6, 2, want)
+    ops.compress(kv, gamma, have, positions=positions, ring_slot=ring_slot, query_start_loc=qsl,
+                 ring=ring_h.view(-1, 1024), ratio=2, eps=1e-6, ring_cap=cap)
+    ulps = _bf16_ulps(want, have)
+    print(f"compress ratio 2: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
+    assert int(ulps.max()) <= 1
+    assert torch.equal(ring_w, ring_h)
+
+
+@pytest.mark.parametrize("heads,groups", [(16, 2), (8, 1)])
+def test_inv_rope(seed, heads, groups):
+    """fused_inv_rope_fp8_quant with quantize=False (the bf16 wo_a path). Bound: <= 1 bf16 ulp, and
+    bit-exact against the same formula with the GPU's contraction: ptxas fuses x*cos + p*sin into
+    fma(x, cos, p*sin), which the interpreter evaluates with two roundings."""
+    from vllm.models.deepseek_v4.common.ops.fused_inv_rope_fp8_quant import fused_inv_rope_fp8_quant
+
+    g = gen(seed)
+    T, pad = 7, 16
+    o = bf16(g, T, pad, 512)
+    positions = torch.randint(0, 500, (T,), generator=g, dtype=torch.int64)
+    table = cos_sin(g)
+    want, _ = fused_inv_rope_fp8_quant(o[:, :heads], positions, table, n_groups=groups,
+                                       heads_per_group=heads // groups, quantize=False)
+    have = o.clone()
+    ops.inv_rope(have, positions, table, num_heads=heads)
+    assert torch.equal(have[:, heads:].view(torch.int16), o[:, heads:].view(torch.int16))  # padding untouched
+    ulps = _bf16_ulps(want.reshape(T, heads, 512), have[:, :heads])
+    print(f"inv_rope: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
+    assert int(ulps.max()) <= 1
+    # vLLM's formula, contracted: a' = fma(a, c, b*s), b' = fma(b, c, -(a*s)) (fp64 holds a*c exactly).
+    a, b = o[:, :heads, 448::2].double(), o[:, :heads, 449::2].double()
+    c, s_ = (table[positions, None, :32].double(), table[positions, None, 32:].double())
+    bs, as_ = (b * s_).float().double(), (a * s_).float().double()
+    fused = torch.stack([(a * c + bs).float(), (b * c - as_).float()], -1).flatten(-2).to(torch.bfloat16)
+    assert torch.equal(fused.view(torch.int16), have[:, :heads, 448:].view(torch.int16))
+
+
+def test_engram_lookup_through_vllm_launch(seed):
+    """vLLM's _engram_lookup_kernel against the plugin's override launched the way vLLM launches it."""
+    from vllm.models.deepseek_v41.common import engram
+
+    from deepinfer_sm80.vllm.hooks import engram_lookup_impl
+
+    g = gen(seed)
+    rows, D, T, total, local, head_start = 50, 256, 6, 6, 4, 1
+    values = (torch.randn(rows, D, generator=g) * 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    scales = torch.randint(110, 135, (rows, D // 32), generator=g, dtype=torch.uint8)
+    ids = torch.randint(90, 90 + rows + 10, (T, total), generator=g, dtype=torch.int32)  # some not owned
+    args = (values, scales, ids, ids, None, 90, 90 + rows, T * local, ids.stride(0), ids.stride(1))
+    kw = dict(HEAD_START=head_start, LOCAL_HEADS=local, TOTAL_HEADS=total, DIM=D, QUANT_BLOCK=32, BLOCK_R=16,
+              GRID=2, SORTED=False, PACKED=False, OUT_STRIDE=local * D, PEER_ROWS=0)
+    want = torch.full((T, local, D), 5.0, dtype=torch.bfloat16)
+    have = want.clone()
+    kernel = getattr(engram._engram_lookup_kernel, "_impl", None)
+    assert kernel is None, "the kernel is already overridden in this process"
+    engram._engram_lookup_kernel[(2,)](*args[:4], want, *args[5:], **kw)
+    engram_lookup_impl(*args[:4], have, *args[5:], **kw)
+    assert torch.equal(want.view(torch.int16), have.view(torch.int16))
+    with pytest.raises(NotImplementedError, match="SORTED"):
+        engram_lookup_impl(*args[:4], have, *args[5:], **{**kw, "SORTED": True})
+
+
+def _mhc_inputs(g, T=5, H=256):
+    residual = bf16(g, T, 4, H)
+    x = bf16(g, T, H)
+    post = torch.rand(T, 4, 1, generator=g) * 2
+    comb = torch.rand(T, 4, 4, generator=g)
+    pre = torch.rand(T, 4, generator=g)
+    return residual, x, post, comb, pre
+
+
+def test_mhc_post(seed):
+    """mhc_post_torch (vLLM's reference of mhc_post_tilelang). Bound: <= 1 bf16 ulp: the reference
+    sums the four streams with einsum and adds post*x last; libdsv4 fixes an fmaf order."""
+    from vllm.model_executor.kernels.mhc.torch import mhc_post_torch
+
+    residual, x, post, comb, _ = _mhc_inputs(gen(seed))
+    want = mhc_post_torch(x, residual, post, comb)
+    have = dmhc.mhc_post(x, residual, post, comb)
+    ulps = _bf16_ulps(want, have)
+    print(f"mhc_post: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
+    assert int(ulps.max()) <= 1
+
+
+def test_hc_collapse(seed):
+    """hc_collapse_triton (Triton, interpreter): bf16(sum_j pre[j] x[j]), bit-exact."""
+    from vllm.model_executor.kernels.mhc.triton import hc_collapse_triton
+
+    residual, _, _, _, pre = _mhc_inputs(gen(seed))
+    want = hc_collapse_triton(residual, pre)
+    have = dmhc.mhc_collapse(residual, pre)
+    ulps = _bf16_ulps(want, have)
+    print(f"hc_collapse: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
+    assert int(ulps.max()) == 0
+
+
+def test_mhc_pre_delayed(seed):
+    """mhc_pre_delayed_torch (vLLM's reference): post/comb/next pre-mix within 1e-5 absolute,
+    layer input (no norm) within 1 bf16 ulp. The reference projects in fp32 with torch's matmul
+    order; libdsv4 with its own split order (tolerances as in the library's gate tests)."""
+    from vllm.model_executor.kernels.mhc.torch import mhc_pre_delayed_torch
+
+    g = gen(seed)
+    residual, _, _, _, pre_mix = _mhc_inputs(g)
+    H = residual.shape[-1]
+    fn = torch.randn(24, 4 * H, generator=g) * 0.02
+    scale = torch.rand(3, generator=g) + 0.5
+    base = torch.randn(24, generator=g) * 0.1
+    consts = (1e-20, 1e-6, 1e-6, 2.0, 20)
+    post, comb, layer_input, pre = mhc_pre_delayed_torch(residual, fn, scale, base, *consts, pre_mix=pre_mix)
+    r = dmhc.mhc_pre(residual, fn, scale, base, variant=dmhc.V41, pre_mix=pre_mix,
+                     gate=dict(rms_eps=1e-20, pre_eps=1e-6, sinkhorn_eps=1e-6, post_mult=2.0, sinkhorn_iters=20))
+    errs = {k: float((a.reshape(b.shape) - b).abs().max()) for k, a, b in
+            (("post", r["post"], post), ("comb", r["comb"], comb), ("pre", r["pre"], pre))}
+    ulps = _bf16_ulps(layer_input, r["layer_input"])
+    print(f"mhc_pre: {errs}, layer input max {int(ulps.max())} bf16 ulp")
+    assert max(errs.values()) <= 1e-5
+    assert int(ulps.max()) <= 1
