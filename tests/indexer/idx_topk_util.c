@@ -80,11 +80,13 @@ void it_topk_case(th_rng_t *r, const it_topk_shape_t *sh, it_topk_case_t *c) {
     /* cache: random codes (never 0x7F/0xFF unless specials), scales 2^-12 .. 2^3 */
     c->cache_bytes = (size_t)(pages * c->d.page_stride_bytes);
     c->cache = th_aligned_alloc(256, c->cache_bytes);
+    uint8_t pool[4][128];
+    for (int i = 0; i < 4 * 128; ++i) pool[i / 128][i % 128] = k_code(r);
     for (int64_t p = 0; p < pages; ++p) {
         uint8_t *page = c->cache + p * c->d.page_stride_bytes;
-        for (int64_t i = 0; i < P * 128; ++i) page[i] = k_code(r);
+        for (int64_t i = 0; i < P * 128; ++i) page[i] = sh->ties ? pool[((i / 128) % 4) ^ (p & 1)][i % 128] : k_code(r);
         for (int64_t q = 0; q < P; ++q) {
-            const uint32_t bits = (uint32_t)(127 + th_rng_range(r, -12, 3)) << 23;
+            const uint32_t bits = (uint32_t)(127 + (sh->ties ? -3 : th_rng_range(r, -12, 3))) << 23;
             memcpy(page + P * 128 + q * 4, &bits, 4);
         }
         if (sh->specials && th_rng_range(r, 0, 3) == 0) page[th_rng_range(r, 0, P * 128 - 1)] = 0x7F; /* a NaN key */
@@ -96,6 +98,7 @@ void it_topk_case(th_rng_t *r, const it_topk_shape_t *sh, it_topk_case_t *c) {
     for (int64_t i = 0; i < T * H; ++i)
         c->w[i] = th_rng_range(r, 0, 30) ? (float)th_rng_logmag(r, -12, -4) : 0.0f;        /* signed, some zero */
     if (sh->specials && T > 0) c->q8[th_rng_range(r, 0, (int64_t)c->q8_bytes - 1)] = 0xFF; /* a NaN head */
+    for (int64_t t = 0; sh->ties && t < T; t += 3) memset(c->w + t * H, 0, (size_t)H * 4); /* all-zero logits */
     c->cand_elems = (size_t)(T * (sh->cand_count ? sh->cand_count : 2048));
     c->cand = th_aligned_alloc(64, c->cand_elems * 4 + 4);
     for (size_t i = 0; i < c->cand_elems; ++i) c->cand[i] = -7;
@@ -230,4 +233,36 @@ void it_model_select(const float *v, int64_t n, int64_t K, int mode, int64_t C, 
         free(score), free(blocks);
     }
     free(cols);
+}
+
+static int f64_cmp(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+int it_check_margin(th_ctx_t *t, const it_topk_case_t *c, int64_t r, const int32_t *got) {
+    const int64_t n = it_model_cols(c, r), K = c->d.topk;
+    if (n <= K) return 0;
+    double *ex = malloc((size_t)n * 8), *neg = malloc((size_t)n * 8), dmax = 0.0, mass;
+    int has_nan = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        ex[j] = it_model_logit(c, r, j, &mass);
+        has_nan |= isnan(ex[j]);
+        neg[j] = -ex[j], dmax = fmax(dmax, 1e-5 * mass);
+    }
+    if (!has_nan) {
+        qsort(neg, (size_t)n, 8, f64_cmp);
+        const double theta = -neg[K - 1];
+        char *sel = calloc((size_t)n, 1);
+        for (int64_t i = 0; i < K; ++i)
+            if (got[i] >= 0 && got[i] < n) sel[got[i]] = 1;
+        int64_t bad = 0;
+        for (int64_t j = 0; j < n; ++j)
+            if (!(sel[j] ? ex[j] >= theta - dmax : ex[j] <= theta + dmax) && bad++ < 3)
+                TH_CHECK(t, 0, "row %lld col %lld (%s) logit %.9g vs theta %.9g", (long long)r, (long long)j,
+                         sel[j] ? "selected" : "not selected", ex[j], theta);
+        free(sel);
+    }
+    free(ex), free(neg);
+    return !has_nan;
 }

@@ -65,6 +65,7 @@ typedef struct {
     int64_t mode, cand_count, splits;
     int specials; /* NaN key codes and a NaN query head                   */
     int bad_page; /* one request's first page entry out of range          */
+    int ties;     /* keys drawn from 4 rows (equal logits), zero-w rows   */
 } it_topk_shape_t;
 typedef struct {
     dsv4_indexer_topk_desc_t d;
@@ -85,6 +86,9 @@ double it_model_logit(const it_topk_case_t *c, int64_t t, int64_t j, double *mas
 /* The selection of a row with logits v[0 .. n) by a full sort (topk[0 .. K)); mode 1 also
  * writes cand[0 .. C), mode 2 reads it. */
 void it_model_select(const float *v, int64_t n, int64_t K, int mode, int64_t C, int32_t *cand, int32_t *topk);
+/* Row r's selection got[0 .. K) against the fp64 logits as a set with the margin 1e-5 * the
+ * row's largest mass (rows with a NaN logit are skipped); returns 1 if checked. */
+int it_check_margin(th_ctx_t *t, const it_topk_case_t *c, int64_t r, const int32_t *got);
 
 /* ---- tests ------------------------------------------------------------------------------ */
 void test_idx_q_known_answers(th_ctx_t *t);

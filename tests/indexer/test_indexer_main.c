@@ -23,6 +23,10 @@ static const th_test_t tests[] = {
     {"indexer.gpu_k_store", test_idx_gpu_k, TH_GPU},
     {"indexer.gpu_bad_input_writes_nothing", test_idx_gpu_bad_input_writes_nothing, TH_GPU},
     {"indexer.gpu_graph_capture", test_idx_gpu_graph_capture, TH_GPU},
+    {"indexer.gpu_mma_pairs", test_idx_gpu_mma_pairs, TH_GPU},
+    {"indexer.gpu_logits", test_idx_gpu_logits, TH_GPU},
+    {"indexer.gpu_topk", test_idx_gpu_topk, TH_GPU},
+    {"indexer.gpu_topk_candidates", test_idx_gpu_topk_candidates, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }
