@@ -259,6 +259,7 @@ static __device__ __forceinline__ void tile_loop(const idx_prm_t &p, tile_smem_t
  * -1 when no row is left. */
 static __device__ __forceinline__ int32_t next_subpass(const idx_prm_t &p, tile_smem_t &sm, int64_t first,
                                                        unsigned &pending) {
+    __syncthreads(); /* the previous sub-pass's readers of the slots are done */
     if (!pending) return -1;
     const int lead = __ffs(pending) - 1;
     const int32_t req = __ldg(p.req + first + lead);
@@ -354,9 +355,10 @@ static __device__ __forceinline__ uint32_t radix_kth(Get get, int64_t n, int64_t
     return prefix;
 }
 
-/* Stable compaction: for i < n in order, keep i when get(i) > T, or == T among the first
- * `need` such; put(dest, i) for the kept ones, dest = rank among the kept. Reads of a
- * round complete before its writes, so put may write in place (dest <= i). ex: 16 words. */
+/* Stable compaction: for i < n in order, with (key, payload) = get(i), keep i when key > T,
+ * or key == T among the first `need` such; put(dest, payload) for the kept ones, dest = rank
+ * among the kept. A round reads all its entries before any write, so put may write in
+ * place (dest <= i). ex: 8 words. */
 template <class Get, class Put>
 static __device__ __forceinline__ void keep_top(Get get, Put put, int64_t n, uint32_t T, int64_t need, uint32_t *ex) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -364,8 +366,8 @@ static __device__ __forceinline__ void keep_top(Get get, Put put, int64_t n, uin
     int64_t ties_before = 0, out = 0;
     for (int64_t base = 0; base < n; base += IDX_TOPK_THREADS) {
         const int64_t i = base + threadIdx.x;
-        const uint32_t key = i < n ? get(i) : 0u;
-        const bool have = i < n, gt = have && key > T, tie = have && key == T;
+        const uint2 e = i < n ? get(i) : make_uint2(0u, 0u);
+        const bool have = i < n, gt = have && e.x > T, tie = have && e.x == T;
         const unsigned tm = __ballot_sync(0xffffffffu, tie);
         if (lane == 0) ex[warp] = __popc(tm);
         __syncthreads();
@@ -377,7 +379,7 @@ static __device__ __forceinline__ void keep_top(Get get, Put put, int64_t n, uin
         __syncthreads();
         int64_t dest = out + __popc(km & lt), round_keep = 0;
         for (int w = 0; w < WARPS; ++w) dest += w < warp ? ex[WARPS + w] : 0, round_keep += ex[WARPS + w];
-        if (keep) put(dest, i, key);
+        if (keep) put(dest, e);
         ties_before += round_ties, out += round_keep;
         __syncthreads();
     }
@@ -402,12 +404,8 @@ static __device__ void buffer_compact(const idx_prm_t &p, topk_smem_t &sm, int s
     const int64_t n = sm.count[s];
     int64_t need;
     const uint32_t T = radix_kth([&](int64_t i) { return key[i]; }, n, p.K, sm.hist, sm.ex, &need);
-    keep_top([&](int64_t i) { return key[i]; },
-             [&](int64_t d, int64_t i, uint32_t k) {
-                 const uint16_t x = idx[i];
-                 key[d] = k, idx[d] = x;
-             },
-             n, T, need, sm.ex);
+    keep_top([&](int64_t i) { return make_uint2(key[i], idx[i]); },
+             [&](int64_t d, uint2 e) { key[d] = e.x, idx[d] = (uint16_t)e.y; }, n, T, need, sm.ex);
     if (threadIdx.x == 0) sm.count[s] = (int)p.K, sm.theta[s] = T;
     __syncthreads();
 }
@@ -490,8 +488,8 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS, 4) idx_topk_pass_b(const idx
             const uint2 *src = p.pairs + t * p.splits * p.K;
             int64_t need;
             const uint32_t T = radix_kth([&](int64_t i) { return src[i].x; }, m, p.K, hist, ex, &need);
-            keep_top([&](int64_t i) { return src[i].x; },
-                     [&](int64_t d, int64_t i, uint32_t) { out[d] = (int32_t)src[i].y; }, m, T, need, ex);
+            keep_top([&](int64_t i) { return src[i]; }, [&](int64_t d, uint2 e) { out[d] = (int32_t)e.y; }, m, T, need,
+                     ex);
         }
         if (p.mode != 1) continue;
         /* candidate blocks: scores other than -inf, the first C by (score desc, block asc) */
@@ -513,8 +511,8 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS, 4) idx_topk_pass_b(const idx
         uint32_t T = 1u;
         int64_t need = 0;
         if (valid > p.C) T = radix_kth(score, nb, p.C, hist, ex, &need);
-        keep_top(
-            score, [&](int64_t d, int64_t i, uint32_t) { cand[d] = (int32_t)i; }, nb, valid > p.C ? T : 0u, need, ex);
+        keep_top([&](int64_t g) { return make_uint2(score(g), (uint32_t)g); },
+                 [&](int64_t d, uint2 e) { cand[d] = (int32_t)e.y; }, nb, valid > p.C ? T : 0u, need, ex);
         const int64_t kept = valid < p.C ? valid : p.C;
         for (int64_t i = kept + threadIdx.x; i < p.C; i += IDX_TOPK_THREADS) cand[i] = -1;
         __syncthreads();
