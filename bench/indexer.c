@@ -18,7 +18,11 @@
  *                               every request on its own pages); bytes = b * n * 132 (each
  *                               request's keys read once), FLOPs = rows * n * 8,192;
  *                               ceiling: copy. "candidates" adds candidate mode 1 (the V4.1
- *                               source layer: block scores and 2,048 kept blocks per row)
+ *                               source layer: block scores and 2,048 kept blocks per row);
+ *                               "restrict" is candidate mode 2 (a consumer layer: 2,048
+ *                               listed blocks spread over each row, only their keys read;
+ *                               bytes and FLOPs count the listed columns per row), to set
+ *                               against the dense row of the same shape
  *                    T=t ctx=N r=r prefill          one request, a chunk of t rows at the last
  *                               t positions of N tokens (causal bounds); FLOPs = 8,192 *
  *                               sum of n_t; ceiling: mma.sync
@@ -294,7 +298,7 @@ static int tk_parse(const char *name, tk_shape_t *s) {
     else if (sscanf(name, "T=%lld ctx=%lld r=%lld", &a, &c, &d) == 3)
         s->reqs = 1, s->next_n = a, s->ctx = c, s->r = d, s->T = a, s->prefill = 1;
     else return 1;
-    s->mode = strstr(name, "candidates") ? 1 : 0;
+    s->mode = strstr(name, "candidates") ? 1 : (strstr(name, "restrict") ? 2 : 0);
     return 0;
 }
 
@@ -349,13 +353,20 @@ static void tk_problem(const tk_shape_t *s, int64_t pattern, uint64_t *rs, tk_st
         for (int64_t i = 0; i < s->next_n; ++i)
             pos[b * s->next_n + i] = s->ctx - s->next_n + i, req[b * s->next_n + i] = (int32_t)b;
     for (int64_t i = 0; i < pages; ++i) bt[i] = (int32_t)i;
-    h->a = (dsv4_indexer_topk_args_t){q8, w, pos, req, NULL, bt, NULL, NULL, NULL};
+    int32_t *lists = NULL;
+    if (s->mode == 2) { /* 2,048 blocks spread over each row's columns (duplicates when fewer exist) */
+        lists = malloc((size_t)T * 2048 * 4);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t i = 0; i < 2048; ++i)
+                lists[t * 2048 + i] = (int32_t)(i * (((pos[t] + 1) / s->r + 7) / 8) / 2048);
+    }
+    h->a = (dsv4_indexer_topk_args_t){q8, w, pos, req, NULL, bt, NULL, NULL, lists};
     h->cache_bytes = (size_t)(pages * stride);
 }
 
 static void tk_free_host(tk_state_t *h, uint8_t *pat) {
     free((void *)h->a.q8), free((void *)h->a.w), free((void *)h->a.positions), free((void *)h->a.row_req);
-    free((void *)h->a.block_table), free(pat);
+    free((void *)h->a.block_table), free(pat), free(h->a.cand);
 }
 
 static uint32_t order_key(float x) {
@@ -366,27 +377,37 @@ static uint32_t order_key(float x) {
     return (u >> 31) ? ~u : (u | 0x80000000u);
 }
 
-/* The selection of a row against its logits v[0 .. n): K distinct ascending indices (or
- * 0 .. n - 1, -1 for a short row) and no unselected column ranking above a selected one. */
-static int tk_check_row(const float *v, int64_t n, const int32_t *sel, int64_t K) {
-    if (n <= K) {
-        for (int64_t i = 0; i < K; ++i)
-            if (sel[i] != (i < n ? i : -1)) return 0;
-        return 1;
+/* The selection of a row against its logits v[0 .. n) (eligible: every column, or with a
+ * candidate list the listed blocks' columns): K distinct ascending eligible indices (or the
+ * eligible columns, then -1, for a short row) and no unselected eligible column ranking
+ * above a selected one. */
+static int tk_check_row(const float *v, int64_t n, const int32_t *sel, int64_t K, const int32_t *list) {
+    char *in = calloc((size_t)(n > 0 ? n : 1), 1), *el = malloc((size_t)(n > 0 ? n : 1));
+    int64_t size = 0;
+    for (int64_t j = 0; j < n; ++j) el[j] = list == NULL;
+    for (int64_t i = 0; list && i < 2048; ++i)
+        for (int64_t j = 8 * (int64_t)list[i]; list[i] >= 0 && j < n && j < 8 * (int64_t)list[i] + 8; ++j) el[j] = 1;
+    for (int64_t j = 0; j < n; ++j) size += el[j];
+    if (size <= K) {
+        int64_t o = 0, ok = 1;
+        for (int64_t j = 0; j < n; ++j)
+            if (el[j]) ok &= sel[o++] == j;
+        for (; o < K; ++o) ok &= sel[o] == -1;
+        free(in), free(el);
+        return (int)ok;
     }
-    char *in = calloc((size_t)n, 1);
     uint32_t theta = 0xFFFFFFFFu;
     int64_t last_tie = -1;
     int ok = 1;
     for (int64_t i = 0; i < K && ok; ++i) {
-        ok = sel[i] >= 0 && sel[i] < n && (i == 0 || sel[i] > sel[i - 1]);
+        ok = sel[i] >= 0 && sel[i] < n && el[sel[i]] && (i == 0 || sel[i] > sel[i - 1]);
         if (ok) in[sel[i]] = 1, theta = order_key(v[sel[i]]) < theta ? order_key(v[sel[i]]) : theta;
     }
     for (int64_t i = 0; i < K && ok; ++i)
         if (order_key(v[sel[i]]) == theta) last_tie = sel[i];
     for (int64_t j = 0; j < n && ok; ++j)
-        if (!in[j]) ok = order_key(v[j]) < theta || (order_key(v[j]) == theta && j > last_tie);
-    free(in);
+        if (!in[j] && el[j]) ok = order_key(v[j]) < theta || (order_key(v[j]) == theta && j > last_tie);
+    free(in), free(el);
     return ok;
 }
 
@@ -408,7 +429,8 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
     const int64_t T = s.T, n = h.d.max_keys, K = h.d.topk;
     int32_t *topk = malloc((size_t)(T * K) * 4), *cand = malloc((size_t)T * 2048 * 4);
     float *lg = malloc((size_t)(T * n) * 4);
-    h.a.topk = topk, h.a.cand = cand;
+    int32_t *lists = h.a.cand;
+    h.a.topk = topk, h.a.cand = s.mode == 2 ? lists : cand;
     bench_timing_t tm;
     int ok = 1;
     const dsv4_indexer_logits_desc_t ld = {
@@ -418,13 +440,14 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
     bench_time_cpu(tk_cpu, &h, 3, &tm);
     for (int64_t t = 0; t < T; ++t) {
         const int64_t nt = (h.a.positions[t] + 1) / s.r;
-        ok &= tk_check_row(lg + t * n, nt < n ? nt : n, topk + t * K, K);
+        ok &= tk_check_row(lg + t * n, nt < n ? nt : n, topk + t * K, K, lists ? lists + t * 2048 : NULL);
     }
     char ran[96];
     snprintf(ran, sizeof ran, "R=%lld next_n=%lld ctx=%lld r=%lld topk=%lld", (long long)s.reqs, (long long)s.next_n,
              (long long)s.ctx, (long long)s.r, (long long)K);
     bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
     free(topk), free(cand), free(lg);
+    h.a.cand = lists;
     tk_free_host(&h, pat);
     return !ok;
 }
@@ -438,7 +461,7 @@ static void *tk_up(const void *src, size_t bytes) {
 
 /* --check on the GPU: the materialized logits, each row's selection against them, and the
  * same bits with the fewest splits the descriptor allows. */
-static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv) {
+static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv, const int32_t *lists) {
     const int64_t T = s->T, n = dv->d.max_keys, K = dv->d.topk;
     const dsv4_indexer_logits_desc_t ld = {T,
                                            32,
@@ -463,7 +486,7 @@ static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv) {
              !bench_download(lg, dl, lb);
         for (int64_t t = 0; ok && t < T; ++t) {
             const int64_t nt = (s->ctx - s->next_n + t % s->next_n + 1) / s->r;
-            ok = tk_check_row(lg + t * ld.out_stride, nt < n ? nt : n, got + t * K, K);
+            ok = tk_check_row(lg + t * ld.out_stride, nt < n ? nt : n, got + t * K, K, lists ? lists + t * 2048 : NULL);
         }
         tk_state_t one = *dv;
         one.d.num_splits = (n + 65535) / 65536;
@@ -505,11 +528,12 @@ static int run_tk(bench_ctx_t *ctx, const char *op, const char *name) {
                                       tk_up(h.a.block_table, (size_t)pages * 4),
                                       cache,
                                       bench_dev_alloc((size_t)(T * 512) * 4),
-                                      bench_dev_alloc((size_t)T * 2048 * 4)};
+                                      s.mode == 2 ? tk_up(h.a.cand, (size_t)T * 2048 * 4)
+                                                  : bench_dev_alloc((size_t)T * 2048 * 4)};
     dv.ws = bench_dev_alloc(ws), dv.ws_bytes = ws;
     if (dv.a.q8 && dv.a.w && dv.a.positions && dv.a.row_req && dv.a.block_table && cache && dv.a.topk && dv.a.cand &&
         dv.ws) {
-        const int ok = !ctx->check || tk_gpu_check(ctx, &s, &dv);
+        const int ok = !ctx->check || tk_gpu_check(ctx, &s, &dv, h.a.cand);
         bench_timing_t tm;
         if (bench_time(ctx, tk_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
             printf("indexer bench: %s: timing failed: %s\n", name, dsv4_last_error());
@@ -519,13 +543,27 @@ static int run_tk(bench_ctx_t *ctx, const char *op, const char *name) {
                 const int64_t nt = (h.a.positions[t] + 1) / s.r;
                 pairs += (double)(nt < n ? nt : n);
             }
-            const double bytes = (double)s.reqs * (double)n * 132.0, flops = pairs * 2.0 * H * 128;
+            if (s.mode == 2) { /* the listed blocks' columns of each row */
+                pairs = 0.0;
+                for (int64_t t = 0; t < T; ++t) {
+                    int64_t e = 0, nt = (h.a.positions[t] + 1) / s.r;
+                    for (int64_t i = 0; i < 2048; ++i)
+                        if (i == 0 || h.a.cand[t * 2048 + i] != h.a.cand[t * 2048 + i - 1])
+                            e += 8 * ((int64_t)h.a.cand[t * 2048 + i] + 1) <= nt
+                                     ? 8
+                                     : nt - 8 * (int64_t)h.a.cand[t * 2048 + i];
+                    pairs += (double)e;
+                }
+            }
+            const double bytes = s.mode == 2 ? pairs * 132.0 : (double)s.reqs * (double)n * 132.0;
+            const double flops = pairs * 2.0 * H * 128;
             const double floor_us = s.prefill ? flops / (ctx->mma_tflops * 1e6) : bytes / (ctx->copy_gbps * 1e3);
             char cfg[192];
             snprintf(cfg, sizeof cfg,
                      "H=32 topk=512 P=%lld workspace_bytes=%zu floor_us=%.2f floor=%s; check: selection vs the "
                      "materialized logits, split-count invariance",
-                     (long long)h.d.page_tokens, ws, floor_us, s.prefill ? "mma" : "keys-once-copy");
+                     (long long)h.d.page_tokens, ws, floor_us,
+                     s.prefill ? "mma" : (s.mode == 2 ? "listed-keys-copy" : "keys-once-copy"));
             bench_report(ctx, op, name, cfg, &tm, bytes, flops, s.prefill ? BENCH_CEIL_MMA : BENCH_CEIL_COPY,
                          verdict(ctx->check, ok));
             rc = !ok;
@@ -556,6 +594,7 @@ const bench_case_t bench_indexer_cases[] = {
     {"indexer_topk", "R=64 next_n=1 ctx=65536 r=1 decode", run_tk},
     {"indexer_topk", "R=64 next_n=1 ctx=1048576 r=1 decode", run_tk},
     {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode candidates", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode restrict", run_tk},
     {"indexer_topk", "T=4096 ctx=16384 r=1 prefill", run_tk},
     {"indexer_topk", "T=4096 ctx=16384 r=2 prefill", run_tk},
     {"indexer_topk", "T=4096 ctx=65536 r=1 prefill", run_tk},

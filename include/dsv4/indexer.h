@@ -239,9 +239,11 @@ dsv4_status_t dsv4_indexer_k_store_ref(const dsv4_indexer_k_store_desc_t *desc,
  *   cand         int32 [num_rows, candidate_stride]: written in mode 1, read in mode 2,
  *                NULL allowed in mode 0; 4-byte aligned
  *
- * Workspace: num_rows * S * topk * 8 bytes (S = column splits per row: num_splits, or
- * chosen from the descriptor when 0), plus num_rows * ceil(max_keys / 8) * 4 bytes of
- * block scores in mode 1; 256-byte aligned. _workspace_size reports it.
+ * Workspace: num_rows * S * topk * 8 bytes rounded up to 256 (S = column splits per row:
+ * num_splits, or chosen from the descriptor when 0), plus num_rows * ceil(max_keys / 8) * 4
+ * bytes of block scores in mode 1, or num_rows * (candidate_count + 2) * 4 bytes of sorted
+ * candidate lists in mode 2; 256-byte aligned. _workspace_size reports it. The logits
+ * never reach global memory.
  *
  * Errors: num_rows outside [0, 2^31-1], num_heads not 32 or 64, topk outside [1, 2048],
  * ratio not 1 or 2, num_reqs < 1, block_table_width < 1, block_table_stride below it or

@@ -45,7 +45,7 @@ typedef struct {
     int64_t splits;     /* S: column splits per row                               */
     int64_t split_len;  /* columns per split, a multiple of 64, <= 65,536         */
     size_t ws_pairs;    /* bytes of the split results: rows * S * topk * 8        */
-    size_t ws_scores;   /* bytes of the block scores (mode 1), at offset ws_pairs */
+    size_t ws_scores;   /* at offset ws_pairs: block scores (mode 1), lists (mode 2) */
     size_t ws_bytes;    /* the total                                              */
 } idx_topk_plan_t;
 

@@ -46,7 +46,8 @@ DSV4_SMEM_BUDGET_ASSERT(IDX_SMEM_BYTES, "indexer");
 #define IDX_TOPK_MIN_SPLIT_COLS 4096
 #define IDX_TOPK_MAX_SPLIT_COLS 65536
 #define IDX_TOPK_MAX_SPLITS 4096
-#define IDX_LOGITS_CHUNK 4096 /* columns per indexer_logits CTA */
+#define IDX_TOPK_MAX_CAND 2048 /* candidate_count limit: the restrict path sorts a list in shared memory */
+#define IDX_LOGITS_CHUNK 4096  /* columns per indexer_logits CTA */
 /* shared memory of pass A: two K tiles, the head-slice partial sums, the row buffers,
  * a 256-bin histogram and a few words */
 #define IDX_TOPK_SMEM_BYTES                                                                                            \

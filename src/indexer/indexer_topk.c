@@ -75,7 +75,7 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op_topk, "candidate_block = %lld is not 8 (the model's block)",
                          (long long)d->candidate_block);
     const int64_t cc = d->candidate_count ? d->candidate_count : 2048;
-    DSV4_TRY(dsv4_check_range(op_topk, "candidate_count", cc, 1, IDX_MAX_TOPK));
+    DSV4_TRY(dsv4_check_range(op_topk, "candidate_count", cc, 1, IDX_TOPK_MAX_CAND));
     const int64_t cs = d->candidate_stride ? d->candidate_stride : cc;
     DSV4_TRY(dsv4_check_row_stride(op_topk, "candidate_stride", cs, cc, s.rows, 4, 1));
     DSV4_TRY(dsv4_check_range(op_topk, "num_splits", d->num_splits, 0, IDX_TOPK_MAX_SPLITS));
@@ -103,7 +103,10 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
     p->split_len = cdiv(cdiv(s.max_keys, sp), IDX_TILE_KEYS) * IDX_TILE_KEYS;
     /* rows < 2^31, splits <= 2^12, topk <= 2^11, max_keys <= 2^26: no product overflows. */
     p->ws_pairs = (size_t)s.rows * (size_t)sp * (size_t)d->topk * 8;
-    p->ws_scores = p->mode == 1 ? (size_t)s.rows * (size_t)cdiv(s.max_keys, 8) * 4 : 0;
+    /* mode 1: the block scores; mode 2: the sorted candidate lists and (count, |E_t|) per row */
+    p->ws_scores = p->mode == 1   ? (size_t)s.rows * (size_t)cdiv(s.max_keys, 8) * 4
+                   : p->mode == 2 ? (size_t)s.rows * (size_t)(cc + 2) * 4
+                                  : 0;
     p->ws_pairs = (p->ws_pairs + 255) / 256 * 256;
     p->ws_bytes = p->ws_pairs + p->ws_scores;
     return DSV4_STATUS_SUCCESS;

@@ -72,6 +72,7 @@ typedef struct {
     int32_t *topk, *cand;
     uint2 *pairs;
     uint32_t *scores;
+    int32_t *lists, *meta; /* mode 2: each row's sorted unique blocks; (blocks, |E_t|) per row */
     int64_t K, topk_stride, cap, splits, split_len, mode, C, cand_stride, score_stride;
     /* indexer_logits */
     float *out;
@@ -84,7 +85,9 @@ typedef struct __align__(16) {
     float scale[2][IDX_TILE_KEYS];
     float part[IDX_TOPK_MAX_ROWS][IDX_TILE_KEYS]; /* [row slot * slices + slice][key]        */
     uint8_t knan[IDX_TILE_KEYS];                  /* key has a NaN code                      */
-    int tvalid[2];                                /* the stage's page entry is in range      */
+    uint8_t bvalid[2][IDX_TILE_KEYS / 8];         /* the 8-key block's page entry is in range */
+    const uint8_t *bsrc[IDX_TILE_KEYS / 8];       /* sparse tiles: the blocks' page bases    */
+    int64_t bq[IDX_TILE_KEYS / 8];                /* and their first state in the page       */
     int64_t row[IDX_TOPK_MAX_ROWS], ncols[IDX_TOPK_MAX_ROWS];
     int qnan[IDX_TOPK_MAX_ROWS];
     int nact;
@@ -114,7 +117,36 @@ static __device__ __forceinline__ void tile_issue(const idx_prm_t &p, tile_smem_
     }
     if (threadIdx.x < IDX_TILE_KEYS / 4)
         dsv4_cp_async_16_zfill(&sm.scale[stage][threadIdx.x * 4], base + p.P * 128 + q0 * 4 + threadIdx.x * 16, ok);
-    if (threadIdx.x == 0) sm.tvalid[stage] = ok;
+    if (threadIdx.x < IDX_TILE_KEYS / 8) sm.bvalid[stage][threadIdx.x] = ok;
+    dsv4_cp_async_commit();
+}
+
+/* A sparse tile: 8 blocks of 8 states, block b = the (c / 8 + b)-th entry of the sorted
+ * candidate list (entries past `nlist` are empty). A block is 1,024 contiguous code bytes
+ * and 32 scale bytes of one page (P is a multiple of 8). */
+static __device__ __forceinline__ void tile_issue_blocks(const idx_prm_t &p, tile_smem_t &sm, int32_t req,
+                                                         const int32_t *list, int64_t nlist, int64_t c, int stage) {
+    if (threadIdx.x < IDX_TILE_KEYS / 8) {
+        const int64_t e = c / 8 + threadIdx.x;
+        int64_t g = 0;
+        int32_t page = -1;
+        if (e < nlist) g = list[e], page = __ldg(p.bt + (int64_t)req * p.bt_stride + 8 * g / p.P);
+        const bool ok = page >= 0 && page < p.num_pages;
+        sm.bsrc[threadIdx.x] = p.cache + (ok ? (int64_t)page * p.page_stride : 0);
+        sm.bq[threadIdx.x] = ok ? 8 * g % p.P : 0;
+        sm.bvalid[stage][threadIdx.x] = ok;
+    }
+    __syncthreads();
+    for (int ch = threadIdx.x; ch < IDX_TILE_KEYS * 8; ch += IDX_TOPK_THREADS) {
+        const int b = ch / 64, n = ch / 8, c16 = ch % 8;
+        const uint8_t *src = sm.bsrc[b] + sm.bq[b] * DSV4_INDEXER_HEAD_DIM + (ch % 64) * 16;
+        dsv4_cp_async_16_zfill(sm.codes[stage] + n * 128 + ((c16 ^ ((n & 1) << 2)) * 16), src, sm.bvalid[stage][b]);
+    }
+    if (threadIdx.x < IDX_TILE_KEYS / 4) {
+        const int b = threadIdx.x / 2;
+        const uint8_t *src = sm.bsrc[b] + p.P * 128 + sm.bq[b] * 4 + (threadIdx.x % 2) * 16;
+        dsv4_cp_async_16_zfill(&sm.scale[stage][threadIdx.x * 4], src, sm.bvalid[stage][b]);
+    }
     dsv4_cp_async_commit();
 }
 
@@ -206,7 +238,7 @@ static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_ro
 /* The logit of row slot `slot`, key kk of `stage` (after tile_score and a barrier). */
 static __device__ __forceinline__ float tile_logit(const idx_prm_t &p, const tile_smem_t &sm, int slot, int kk,
                                                    int stage) {
-    if (!sm.tvalid[stage]) return -__int_as_float(0x7f800000);
+    if (!sm.bvalid[stage][kk / 8]) return -__int_as_float(0x7f800000);
     if (sm.qnan[slot] || sm.knan[kk]) return __int_as_float(0x7fffffff);
     float s = sm.part[slot * p.slices][kk];
     if (p.slices == 2) s = __fadd_rn(s, sm.part[slot * 2 + 1][kk]);
@@ -228,20 +260,20 @@ static __device__ __forceinline__ void flag_q_nan(const idx_prm_t &p, tile_smem_
     if (lane == 0) sm.qnan[warp] = any != 0;
 }
 
-/* The tile loop over columns [lo, hi) (multiples of 64 apart from hi) of request `req`:
- * after each tile is scored, consume(stage, c) runs on every thread, then the barrier
- * after it. Set-up (rows, nact, qnan) must be visible before the call. */
-template <class Consume>
-static __device__ __forceinline__ void tile_loop(const idx_prm_t &p, tile_smem_t &sm, int32_t req, int64_t lo,
+/* The tile loop over columns [lo, hi) (multiples of 64 apart from hi), each tile brought in
+ * by issue(c, stage): after a tile is scored, consume(stage, c) runs on every thread, then
+ * the barrier after it. Set-up (rows, nact, qnan) must be visible before the call. */
+template <class Issue, class Consume>
+static __device__ __forceinline__ void tile_loop(const idx_prm_t &p, tile_smem_t &sm, Issue issue, int64_t lo,
                                                  int64_t hi, Consume consume) {
     warp_role_t role;
     role_setup(p, sm, role);
     const int64_t ntiles = (hi - lo + IDX_TILE_KEYS - 1) / IDX_TILE_KEYS;
-    if (ntiles > 0) tile_issue(p, sm, req, lo, 0);
+    if (ntiles > 0) issue(lo, 0);
     for (int64_t i = 0; i < ntiles; ++i) {
         const int stage = (int)(i & 1);
         if (i + 1 < ntiles) {
-            tile_issue(p, sm, req, lo + (i + 1) * IDX_TILE_KEYS, stage ^ 1);
+            issue(lo + (i + 1) * IDX_TILE_KEYS, stage ^ 1);
             dsv4_cp_async_wait<1>();
         } else {
             dsv4_cp_async_wait<0>();
@@ -297,7 +329,8 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_logits_kernel(const idx_
         while ((req = next_subpass(p, sm, first, pending)) >= 0) {
             int64_t hi = c0;
             for (int s = 0; s < sm.nact; ++s) hi = max(hi, min(sm.ncols[s], c1));
-            tile_loop(p, sm, req, c0, hi, [&](int stage, int64_t c) {
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm, req, c, stage); };
+            tile_loop(p, sm, issue, c0, hi, [&](int stage, int64_t c) {
                 for (int e = threadIdx.x; e < sm.nact * IDX_TILE_KEYS; e += IDX_TOPK_THREADS) {
                     const int s = e / IDX_TILE_KEYS, kk = e % IDX_TILE_KEYS;
                     const int64_t j = c + kk;
@@ -410,6 +443,37 @@ static __device__ void buffer_compact(const idx_prm_t &p, topk_smem_t &sm, int s
     __syncthreads();
 }
 
+/* Warp `slot`, lane's key: append the lanes with `app` set to the row's buffer in lane
+ * order, at split-local position `local`; `count` is the warp's copy of the count. */
+static __device__ __forceinline__ void buffer_append(const idx_prm_t &p, topk_smem_t &sm, int slot, bool app,
+                                                     uint32_t key, int64_t local, int &count) {
+    const int lane = threadIdx.x % 32;
+    const unsigned m = __ballot_sync(0xffffffffu, app);
+    if (app) {
+        const int at = slot * (int)p.cap + count + __popc(m & ((1u << lane) - 1u));
+        sm.bkey[at] = key, sm.bidx[at] = (uint16_t)local;
+    }
+    count += __popc(m);
+}
+
+/* After a tile: compact every row buffer that could not take another tile. */
+static __device__ __forceinline__ void buffers_make_room(const idx_prm_t &p, topk_smem_t &sm, int nact) {
+    __syncthreads();
+    for (int s = 0; s < nact; ++s)
+        if (sm.count[s] > p.cap - IDX_TILE_KEYS) buffer_compact(p, sm, s);
+}
+
+/* The split's result of slot s: the top min(K, count) pairs (key, column col(local)) in
+ * ascending column order, then (0, -1). */
+template <class Col>
+static __device__ __forceinline__ void write_split(const idx_prm_t &p, topk_smem_t &sm, int s, int64_t split, Col col) {
+    if (sm.count[s] > p.K) buffer_compact(p, sm, s);
+    uint2 *dst = p.pairs + (sm.tile.row[s] * p.splits + split) * p.K;
+    for (int64_t i = threadIdx.x; i < p.K; i += IDX_TOPK_THREADS)
+        dst[i] = i < sm.count[s] ? make_uint2(sm.bkey[s * p.cap + i], (uint32_t)col(sm.bidx[s * p.cap + i]))
+                                 : make_uint2(0u, 0xFFFFFFFFu);
+}
+
 __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_prm_t p) {
     __shared__ topk_smem_t sm;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -429,7 +493,8 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
             for (int s = 0; s < nact; ++s) hi = max(hi, min(sm.tile.ncols[s], lo + p.split_len));
             if (threadIdx.x < nact) sm.count[threadIdx.x] = 0, sm.theta[threadIdx.x] = 0;
             __syncthreads();
-            tile_loop(p, sm.tile, req, lo, hi, [&](int stage, int64_t c) {
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm.tile, req, c, stage); };
+            tile_loop(p, sm.tile, issue, lo, hi, [&](int stage, int64_t c) {
                 if (warp < nact) { /* warp s appends row slot s's columns in ascending order */
                     const int64_t n = sm.tile.ncols[warp], row = sm.tile.row[warp];
                     const bool sel = n > p.K;
@@ -439,13 +504,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
                         const int kk = half * 32 + lane;
                         const int64_t j = c + kk;
                         const uint32_t key = j < n ? idx_order_key(tile_logit(p, sm.tile, warp, kk, stage)) : 0u;
-                        const bool app = sel && j < n && key > theta;
-                        const unsigned m = __ballot_sync(0xffffffffu, app);
-                        if (app) {
-                            const int at = warp * (int)p.cap + count + __popc(m & ((1u << lane) - 1u));
-                            sm.bkey[at] = key, sm.bidx[at] = (uint16_t)(j - lo);
-                        }
-                        count += __popc(m);
+                        buffer_append(p, sm, warp, sel && j < n && key > theta, key, j - lo, count);
                         if (p.mode == 1) { /* block scores: max key of 8 columns, the last pinned */
                             uint32_t bm = key;
                             for (int o = 1; o < 8; o <<= 1) bm = max(bm, __shfl_xor_sync(0xffffffffu, bm, o));
@@ -456,22 +515,102 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
                     }
                     if (lane == 0) sm.count[warp] = count;
                 }
-                __syncthreads();
-                for (int s = 0; s < nact; ++s)
-                    if (sm.count[s] > p.cap - IDX_TILE_KEYS) buffer_compact(p, sm, s);
+                buffers_make_room(p, sm, nact);
             });
             /* the split's result: top min(K, count) pairs in ascending column order, -1-padded */
-            for (int s = 0; s < nact; ++s) {
-                if (sm.tile.ncols[s] <= p.K) continue;
-                if (sm.count[s] > p.K) buffer_compact(p, sm, s);
-                uint2 *dst = p.pairs + (sm.tile.row[s] * p.splits + split) * p.K;
-                for (int64_t i = threadIdx.x; i < p.K; i += IDX_TOPK_THREADS)
-                    dst[i] = i < sm.count[s]
-                                 ? make_uint2(sm.bkey[s * p.cap + i], (uint32_t)(sm.bidx[s * p.cap + i] + lo))
-                                 : make_uint2(0u, 0xFFFFFFFFu);
-            }
+            for (int s = 0; s < nact; ++s)
+                if (sm.tile.ncols[s] > p.K) write_split(p, sm, s, split, [&](int64_t local) { return local + lo; });
             __syncthreads();
         }
+    }
+}
+
+/* ====================== indexer_topk, candidate mode 2 (restrict) ====================== */
+/* Per row: the candidate ids in [0, nb_t) sorted (bitonic, in shared memory) and made
+ * unique into lists[t], with meta[t] = (their count, |E_t|). */
+__global__ void __launch_bounds__(IDX_TOPK_THREADS, 4) idx_topk_restrict_prep(const idx_prm_t p) {
+    __shared__ int32_t v[IDX_TOPK_MAX_CAND];
+    __shared__ uint32_t ex[16];
+    __shared__ int32_t stat[2];
+    const int32_t none = 0x7FFFFFFF;
+    int64_t m = 1;
+    while (m < p.C) m <<= 1;
+    for (int64_t t = blockIdx.x; t < p.rows; t += gridDim.x) {
+        const int64_t n = row_cols(p, t), nb = (n + 7) / 8;
+        const int32_t *in = p.cand + t * p.cand_stride;
+        __syncthreads();
+        if (threadIdx.x == 0) stat[0] = 0, stat[1] = -1;
+        for (int64_t i = threadIdx.x; i < m; i += IDX_TOPK_THREADS) {
+            const int32_t id = i < p.C && n > 0 ? in[i] : none;
+            v[i] = id >= 0 && id < nb ? id : none;
+        }
+        __syncthreads();
+        for (int64_t k = 2; k <= m; k <<= 1)
+            for (int64_t j = k >> 1; j > 0; j >>= 1) {
+                for (int64_t i = threadIdx.x; i < m; i += IDX_TOPK_THREADS) {
+                    const int64_t l = i ^ j;
+                    if (l > i && ((v[i] > v[l]) == ((i & k) == 0))) {
+                        const int32_t x = v[i];
+                        v[i] = v[l], v[l] = x;
+                    }
+                }
+                __syncthreads();
+            }
+        int32_t cnt = 0;
+        for (int64_t i = threadIdx.x; i < m; i += IDX_TOPK_THREADS) {
+            const bool first = v[i] != none && (i == 0 || v[i] != v[i - 1]);
+            cnt += first;
+            if (v[i] != none && (i == m - 1 || v[i + 1] == none)) stat[1] = v[i]; /* the largest id */
+        }
+        atomicAdd(&stat[0], cnt);
+        int32_t *list = p.lists + t * p.C;
+        keep_top(
+            [&](int64_t i) {
+                const bool first = v[i] != none && (i == 0 || v[i] != v[i - 1]);
+                return make_uint2(first ? 2u : 0u, (uint32_t)v[i]);
+            },
+            [&](int64_t d, uint2 e) { list[d] = (int32_t)e.y; }, m, 1u, 0, ex);
+        if (threadIdx.x == 0) {
+            const int64_t blocks = stat[0], tail = stat[1] == nb - 1 ? 8 * nb - n : 0;
+            p.meta[2 * t] = (int32_t)blocks, p.meta[2 * t + 1] = (int32_t)(8 * blocks - tail);
+        }
+    }
+}
+
+/* Pass A over the listed blocks only: one row per CTA (rows have their own lists), the list
+ * cut into splits of split_len columns; a tile is 8 listed blocks. */
+__global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_restrict_a(const idx_prm_t p) {
+    __shared__ topk_smem_t sm;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int64_t cta = blockIdx.x; cta < p.rows * p.splits; cta += gridDim.x) {
+        const int64_t t = cta / p.splits, split = cta % p.splits, lo = split * p.split_len;
+        const int64_t n = row_cols(p, t), blocks = p.meta[2 * t], size = p.meta[2 * t + 1];
+        const int64_t cols = 8 * blocks;
+        if (n <= 0 || size <= p.K || lo >= cols) continue;
+        const int32_t *list = p.lists + t * p.C, req = __ldg(p.req + t);
+        __syncthreads(); /* the previous row's readers of the slot are done */
+        if (threadIdx.x == 0)
+            sm.tile.row[0] = t, sm.tile.ncols[0] = n, sm.tile.nact = 1, sm.count[0] = 0, sm.theta[0] = 0;
+        __syncthreads();
+        flag_q_nan(p, sm.tile);
+        __syncthreads();
+        auto col = [&](int64_t pos) { return pos < cols ? 8 * (int64_t)list[pos / 8] + pos % 8 : n; };
+        auto issue = [&](int64_t c, int stage) { tile_issue_blocks(p, sm.tile, req, list, blocks, c, stage); };
+        tile_loop(p, sm.tile, issue, lo, min(lo + p.split_len, cols), [&](int stage, int64_t c) {
+            if (warp == 0) {
+                const uint32_t theta = sm.theta[0];
+                int count = sm.count[0];
+                for (int half = 0; half < 2; ++half) {
+                    const int kk = half * 32 + lane;
+                    const int64_t j = col(c + kk);
+                    const uint32_t key = j < n ? idx_order_key(tile_logit(p, sm.tile, 0, kk, stage)) : 0u;
+                    buffer_append(p, sm, 0, j < n && key > theta, key, c + kk - lo, count);
+                }
+                if (lane == 0) sm.count[0] = count;
+            }
+            buffers_make_room(p, sm, 1);
+        });
+        write_split(p, sm, 0, split, [&](int64_t local) { return col(local + lo); });
     }
 }
 
@@ -479,12 +618,20 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
 __global__ void __launch_bounds__(IDX_TOPK_THREADS, 4) idx_topk_pass_b(const idx_prm_t p) {
     __shared__ uint32_t hist[256], ex[16];
     for (int64_t t = blockIdx.x; t < p.rows; t += gridDim.x) {
-        const int64_t n = row_cols(p, t);
+        int64_t n = row_cols(p, t), cols = (n + p.split_len - 1) / p.split_len * p.split_len;
         int32_t *out = p.topk + t * p.topk_stride;
-        if (n <= p.K) {
+        const int32_t *list = p.lists + t * p.C;
+        if (p.mode == 2) { /* the eligible set is the listed blocks' columns, in list order */
+            cols = 8 * (int64_t)p.meta[2 * t];
+            n = p.meta[2 * t + 1];
+        }
+        if (n <= p.K && p.mode == 2) {
+            for (int64_t i = threadIdx.x; i < p.K; i += IDX_TOPK_THREADS)
+                out[i] = i < n ? (int32_t)(8 * list[i / 8] + i % 8) : -1;
+        } else if (n <= p.K) {
             for (int64_t i = threadIdx.x; i < p.K; i += IDX_TOPK_THREADS) out[i] = i < n ? (int32_t)i : -1;
         } else {
-            const int64_t ns = (n + p.split_len - 1) / p.split_len, m = ns * p.K;
+            const int64_t ns = (cols + p.split_len - 1) / p.split_len, m = ns * p.K;
             const uint2 *src = p.pairs + t * p.splits * p.K;
             int64_t need;
             const uint32_t T = radix_kth([&](int64_t i) { return src[i].x; }, m, p.K, hist, ex, &need);
@@ -545,21 +692,28 @@ extern "C" dsv4_status_t idx_logits_launch(const idx_logits_plan_t *plan, const 
 
 extern "C" dsv4_status_t idx_topk_launch(const idx_topk_plan_t *plan, const dsv4_indexer_topk_args_t *a,
                                          void *workspace, dsv4_stream_t stream) {
-    if (plan->mode == 2)
-        return dsv4_fail(DSV4_STATUS_UNSUPPORTED, "indexer_topk",
-                         "candidate_mode = 2 (restrict) has a CPU reference only; its kernel is not built yet");
-    static int smem_a, smem_b;
+    static int smem_a, smem_b, smem_p, smem_r;
     DSV4_TRY(dsv4_launch_prepare("indexer_topk", (const void *)idx_topk_pass_a, 0, &smem_a));
     DSV4_TRY(dsv4_launch_prepare("indexer_topk", (const void *)idx_topk_pass_b, 0, &smem_b));
+    DSV4_TRY(dsv4_launch_prepare("indexer_topk", (const void *)idx_topk_restrict_prep, 0, &smem_p));
+    DSV4_TRY(dsv4_launch_prepare("indexer_topk", (const void *)idx_topk_restrict_a, 0, &smem_r));
     idx_prm_t p = src_params(plan->src, a->q8, a->w, a->positions, a->row_req, a->row_valid, a->block_table, a->cache);
     p.group_rows = plan->group_rows, p.groups = plan->groups;
     p.topk = a->topk, p.cand = a->cand, p.pairs = (uint2 *)workspace;
     p.scores = (uint32_t *)((uint8_t *)workspace + plan->ws_pairs);
+    p.lists = (int32_t *)((uint8_t *)workspace + plan->ws_pairs);
+    p.meta = p.lists + plan->src.rows * plan->cand_count;
     p.K = plan->topk, p.topk_stride = plan->topk_stride, p.cap = plan->cap, p.splits = plan->splits;
     p.split_len = plan->split_len, p.mode = plan->mode, p.C = plan->cand_count, p.cand_stride = plan->cand_stride;
     p.score_stride = (plan->src.max_keys + 7) / 8;
     cudaStream_t s = (cudaStream_t)stream;
-    idx_topk_pass_a<<<grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s>>>(p);
+    if (p.mode == 2) {
+        idx_topk_restrict_prep<<<grid_of(p.rows), IDX_TOPK_THREADS, 0, s>>>(p);
+        DSV4_TRY(dsv4_launch_status("indexer_topk"));
+        idx_topk_restrict_a<<<grid_of(p.rows * p.splits), IDX_TOPK_THREADS, 0, s>>>(p);
+    } else {
+        idx_topk_pass_a<<<grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s>>>(p);
+    }
     DSV4_TRY(dsv4_launch_status("indexer_topk"));
     idx_topk_pass_b<<<grid_of(p.rows), IDX_TOPK_THREADS, 0, s>>>(p);
     return dsv4_launch_status("indexer_topk");

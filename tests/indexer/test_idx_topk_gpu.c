@@ -183,9 +183,14 @@ static void topk_case(th_ctx_t *t, const it_topk_shape_t *sh, const int64_t *spl
     TH_OK(t, idx_topk_plan(&c.d, &plan));
     const int64_t C = plan.cand_count;
     int32_t *want = malloc((size_t)(T * K) * 4 + 4), *cw = malloc((size_t)(T * C) * 4 + 4);
+    th_rng_t *rng = th_rng(t);
+    for (int64_t i = 0; i < T * C; ++i) /* mode 2's lists: valid blocks, -1, out of range, duplicates */
+        cw[i] = (int32_t)(th_rng_range(rng, 0, 3) ? th_rng_range(rng, 0, W / 8 + 2) : th_rng_range(rng, -2, -1));
+    int32_t *lists = malloc((size_t)(T * C) * 4 + 4);
+    memcpy(lists, cw, (size_t)(T * C) * 4);
     for (int64_t r = 0; r < T; ++r)
         idx_ref_select_row(&plan, it_model_cols(&c, r), arr_logit, lg + r * stride, want + r * K,
-                           plan.mode == 1 ? cw + r * C : NULL);
+                           plan.mode ? cw + r * C : NULL);
     int32_t *got = malloc((size_t)(T * K) * 4 + 4), *cg = malloc((size_t)(T * C) * 4 + 4);
     for (int si = 0; si < nsplits; ++si) {
         dsv4_indexer_topk_desc_t d = c.d;
@@ -195,6 +200,7 @@ static void topk_case(th_ctx_t *t, const it_topk_shape_t *sh, const int64_t *spl
         th_buf_t out = th_buf_device((size_t)(T * K) * 4 + 4), cand = th_buf_device((size_t)(T * C) * 4 + 4);
         th_buf_t wsb = th_buf_device(ws + 256);
         th_buf_poison(&out, 0xA5), th_buf_poison(&cand, 0xA5), th_buf_poison(&wsb, 0x3C);
+        if (plan.mode == 2) th_buf_upload(&cand, lists);
         const dsv4_indexer_topk_args_t a = {th_ptr(&g.q8),    th_ptr(&g.w),     th_ptr(&g.pos),
                                             th_ptr(&g.req),   th_ptr(&g.valid), th_ptr(&g.bt),
                                             th_ptr(&g.cache), th_ptr(&out),     th_ptr(&cand)};
@@ -206,15 +212,17 @@ static void topk_case(th_ctx_t *t, const it_topk_shape_t *sh, const int64_t *spl
         snprintf(what, sizeof what, "topk K=%lld splits %lld (plan %lld)", (long long)K, (long long)splits[si],
                  (long long)plan.splits);
         th_cmp_bytes(t, what, got, want, (size_t)(T * K) * 4);
-        if (plan.mode == 1) th_cmp_bytes(t, "candidate blocks", cg, cw, (size_t)(T * C) * 4);
+        if (plan.mode)
+            th_cmp_bytes(t, plan.mode == 1 ? "candidate blocks" : "candidate lists (read only)", cg, cw,
+                         (size_t)(T * C) * 4);
         th_buf_guards_ok(t, &out, "topk"), th_buf_guards_ok(t, &cand, "cand"), th_buf_guards_ok(t, &wsb, "workspace");
         th_buf_free(&out), th_buf_free(&cand), th_buf_free(&wsb);
     }
     int64_t margin = 0;
-    for (int64_t r = 0; r < T && margin < 6; ++r) margin += it_check_margin(t, &c, r, got + r * K);
+    for (int64_t r = 0; r < T && margin < 6 && plan.mode != 2; ++r) margin += it_check_margin(t, &c, r, got + r * K);
     th_note(t, "topk: %lld rows, K %lld, %lld rows checked against fp64 by margin", (long long)T, (long long)K,
             (long long)margin);
-    free(lg), free(want), free(cw), free(got), free(cg);
+    free(lg), free(want), free(cw), free(got), free(cg), free(lists);
     src_dev_free(&g);
     it_topk_case_free(&c);
 }
@@ -312,6 +320,36 @@ void test_idx_gpu_topk_candidates(th_ctx_t *t) {
                                  .next_n = 3,
                                  .mode = 1,
                                  .cand_count = 37,
+                                 .ties = 1,
+                                 .specials = 1},
+              sp, 3);
+    /* mode 2: the restriction, long lists (many tiles of 8 blocks) and short ones */
+    topk_case(t,
+              &(it_topk_shape_t){.heads = 32,
+                                 .topk = 512,
+                                 .ratio = 1,
+                                 .page_tokens = 128,
+                                 .reqs = 3,
+                                 .ctx_min = 0,
+                                 .ctx_max = 40000,
+                                 .next_n = 4,
+                                 .prefill_rows = 2,
+                                 .pad_rows = 2,
+                                 .mode = 2,
+                                 .cand_count = 2048,
+                                 .bad_page = 1},
+              sp, 3);
+    topk_case(t,
+              &(it_topk_shape_t){.heads = 64,
+                                 .topk = 100,
+                                 .ratio = 2,
+                                 .page_tokens = 64,
+                                 .reqs = 2,
+                                 .ctx_min = 10,
+                                 .ctx_max = 3000,
+                                 .next_n = 3,
+                                 .mode = 2,
+                                 .cand_count = 50,
                                  .ties = 1,
                                  .specials = 1},
               sp, 3);
