@@ -42,6 +42,13 @@ static dsv4_status_t check_src(const char *op, idx_src_t *s) {
     return DSV4_STATUS_SUCCESS;
 }
 
+/* The shared geometry of either descriptor (the fields have the same names). */
+#define SRC_OF(d)                                                                                                      \
+    (idx_src_t) {                                                                                                      \
+        (d)->num_rows, (d)->num_heads, (d)->ratio, (d)->num_reqs, (d)->block_table_width, (d)->block_table_stride,     \
+            (d)->page_tokens, (d)->page_stride_bytes, (d)->num_pages, (d)->max_keys, 0                                 \
+    }
+
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Rows per pass-A CTA: at most 4 warps' worth of 32-head slices, and a buffer of at
@@ -54,17 +61,7 @@ static int64_t group_rows(int64_t slices, int64_t topk) {
 
 dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *p) {
     DSV4_TRY(dsv4_check_ptr(op_topk, "desc", d));
-    idx_src_t s = {d->num_rows,
-                   d->num_heads,
-                   d->ratio,
-                   d->num_reqs,
-                   d->block_table_width,
-                   d->block_table_stride,
-                   d->page_tokens,
-                   d->page_stride_bytes,
-                   d->num_pages,
-                   d->max_keys,
-                   0};
+    idx_src_t s = SRC_OF(d);
     DSV4_TRY(check_src(op_topk, &s));
     DSV4_TRY(dsv4_check_range(op_topk, "topk", d->topk, 1, IDX_MAX_TOPK));
     const int64_t ts = d->topk_stride ? d->topk_stride : d->topk;
@@ -114,17 +111,7 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
 
 dsv4_status_t idx_logits_plan(const dsv4_indexer_logits_desc_t *d, idx_logits_plan_t *p) {
     DSV4_TRY(dsv4_check_ptr(op_logits, "desc", d));
-    idx_src_t s = {d->num_rows,
-                   d->num_heads,
-                   d->ratio,
-                   d->num_reqs,
-                   d->block_table_width,
-                   d->block_table_stride,
-                   d->page_tokens,
-                   d->page_stride_bytes,
-                   d->num_pages,
-                   d->max_keys,
-                   0};
+    idx_src_t s = SRC_OF(d);
     DSV4_TRY(check_src(op_logits, &s));
     DSV4_TRY(dsv4_check_range(op_logits, "out_cols", d->out_cols, 0, INT32_MAX));
     const int64_t os = d->out_stride ? d->out_stride : d->out_cols;

@@ -429,6 +429,7 @@ typedef struct __align__(16) {
     int count[IDX_TOPK_MAX_ROWS];
 }
 topk_smem_t;
+static_assert(sizeof(topk_smem_t) <= DSV4_MAX_SMEM_PER_CTA, "indexer_topk pass A exceeds 48 KB of shared memory");
 
 /* Select the top K of slot s's buffer in place; theta becomes the K-th key. */
 static __device__ void buffer_compact(const idx_prm_t &p, topk_smem_t &sm, int s) {

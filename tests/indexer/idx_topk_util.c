@@ -266,3 +266,23 @@ int it_check_margin(th_ctx_t *t, const it_topk_case_t *c, int64_t r, const int32
     free(ex), free(neg);
     return !has_nan;
 }
+
+void it_check_logits(th_ctx_t *t, const char *what, const it_topk_case_t *c, const float *lg, int64_t stride,
+                     int64_t W) {
+    int64_t bad = 0;
+    double worst = 0.0;
+    for (int64_t r = 0; r < c->d.num_rows; ++r) {
+        const int64_t n = it_model_cols(c, r);
+        for (int64_t j = 0; j < W; ++j) {
+            double mass = 0.0;
+            const double want = j < n ? it_model_logit(c, r, j, &mass) : -INFINITY;
+            const float got = lg[r * stride + j];
+            const int ok = isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-5 * mass);
+            if (!isnan(want) && !isinf(want) && mass > 0) worst = fmax(worst, fabs(got - want) / mass);
+            if (!ok && bad++ < 5)
+                TH_CHECK(t, 0, "%s row %lld col %lld: %.9g, model %.9g (mass %.3g)", what, (long long)r, (long long)j,
+                         (double)got, want, mass);
+        }
+    }
+    th_note(t, "%s: %lld x %lld, worst |err| / mass %.3g", what, (long long)c->d.num_rows, (long long)W, worst);
+}

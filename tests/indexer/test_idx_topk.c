@@ -133,27 +133,7 @@ static void logits_case(th_ctx_t *t, const it_topk_shape_t *sh, int64_t extra_co
     float *out = th_aligned_alloc(64, (size_t)(T * LS) * 4 + 64);
     const dsv4_indexer_logits_args_t la = {c.q8, c.w, c.pos, c.req, c.valid, c.bt, c.cache, out};
     TH_OK(t, dsv4_indexer_logits_ref(&ld, &la));
-    int64_t bad = 0, checked = 0;
-    double worst = 0.0;
-    for (int64_t r = 0; r < T; ++r) {
-        const int64_t n = it_model_cols(&c, r);
-        for (int64_t j = 0; j < W; ++j) {
-            const float got = out[r * LS + j];
-            double mass = 0.0;
-            const double want = j < n ? it_model_logit(&c, r, j, &mass) : -INFINITY;
-            int ok;
-            if (isnan(want) || isinf(want)) ok = isnan(want) ? isnan(got) : got == want;
-            else {
-                ok = fabs((double)got - want) <= 1e-5 * mass;
-                if (mass > 0) worst = fmax(worst, fabs((double)got - want) / mass);
-            }
-            checked++;
-            if (!ok && bad++ < 5)
-                TH_CHECK(t, 0, "logit row %lld col %lld: %.9g, model %.9g (mass %.3g)", (long long)r, (long long)j,
-                         (double)got, want, mass);
-        }
-    }
-    th_note(t, "logits: %lld values, worst |err| / mass %.3g", (long long)checked, worst);
+    it_check_logits(t, "reference logits", &c, out, LS, W);
     free(out);
     it_topk_case_free(&c);
 }

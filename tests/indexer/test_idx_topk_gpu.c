@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "dsv4/numerics.h"
 #include "indexer/indexer_common.h"
 #include "test_indexer.h"
@@ -116,23 +118,9 @@ static void logits_case(th_ctx_t *t, const it_topk_shape_t *sh, int64_t extra) {
     src_dev_t g;
     src_dev(&c, &g);
     const int64_t W = c.d.max_keys + extra;
-    int64_t stride, bad = 0;
+    int64_t stride;
     float *lg = gpu_logits(t, &c, &g, W, &stride);
-    double worst = 0.0;
-    for (int64_t r = 0; r < c.d.num_rows; ++r) {
-        const int64_t n = it_model_cols(&c, r);
-        for (int64_t j = 0; j < W; ++j) {
-            double mass = 0.0;
-            const double want = j < n ? it_model_logit(&c, r, j, &mass) : -INFINITY;
-            const float got = lg[r * stride + j];
-            int ok = isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-5 * mass);
-            if (!isnan(want) && !isinf(want) && mass > 0) worst = fmax(worst, fabs(got - want) / mass);
-            if (!ok && bad++ < 5)
-                TH_CHECK(t, 0, "logit row %lld col %lld: %.9g, model %.9g (mass %.3g)", (long long)r, (long long)j,
-                         (double)got, want, mass);
-        }
-    }
-    th_note(t, "logits %lld x %lld, worst |err| / mass %.3g", (long long)c.d.num_rows, (long long)W, worst);
+    it_check_logits(t, "kernel logits", &c, lg, stride, W);
     free(lg);
     src_dev_free(&g);
     it_topk_case_free(&c);
@@ -293,7 +281,60 @@ void test_idx_gpu_topk(th_ctx_t *t) {
               few, 5);
 }
 
+/* Captured in a CUDA graph and replayed twice: the same rows as a direct call. */
+static void topk_graph(th_ctx_t *t) {
+    it_topk_case_t c;
+    it_topk_case(th_rng(t),
+                 &(it_topk_shape_t){.heads = 32,
+                                    .topk = 64,
+                                    .ratio = 1,
+                                    .page_tokens = 64,
+                                    .reqs = 2,
+                                    .ctx_min = 100,
+                                    .ctx_max = 2000,
+                                    .next_n = 3,
+                                    .mode = 1,
+                                    .cand_count = 64},
+                 &c);
+    src_dev_t g;
+    src_dev(&c, &g);
+    const size_t tb = (size_t)(c.d.num_rows * c.d.topk) * 4, cb = (size_t)c.d.num_rows * 64 * 4;
+    size_t ws = 0;
+    TH_OK(t, dsv4_indexer_topk_workspace_size(&c.d, &ws));
+    th_buf_t out[2] = {th_buf_device(tb), th_buf_device(tb)}, cand[2] = {th_buf_device(cb), th_buf_device(cb)};
+    th_buf_t wsb = th_buf_device(ws);
+    cudaStream_t s = (cudaStream_t)th_stream_create(t);
+    cudaGraph_t gr = NULL;
+    cudaGraphExec_t ge = NULL;
+    for (int k = 0; k < 2; ++k) {
+        const dsv4_indexer_topk_args_t a = {th_ptr(&g.q8),    th_ptr(&g.w),     th_ptr(&g.pos),
+                                            th_ptr(&g.req),   th_ptr(&g.valid), th_ptr(&g.bt),
+                                            th_ptr(&g.cache), th_ptr(&out[k]),  th_ptr(&cand[k])};
+        if (k == 0) {
+            TH_OK(t, dsv4_indexer_topk(&c.d, &a, th_ptr(&wsb), ws, DSV4_STREAM(s)));
+        } else if (TH_CUDA(t, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal))) {
+            TH_OK(t, dsv4_indexer_topk(&c.d, &a, th_ptr(&wsb), ws, DSV4_STREAM(s)));
+            if (TH_CUDA(t, cudaStreamEndCapture(s, &gr)) && TH_CUDA(t, cudaGraphInstantiate(&ge, gr, 0)))
+                TH_CUDA(t, cudaGraphLaunch(ge, s)), TH_CUDA(t, cudaGraphLaunch(ge, s));
+        }
+    }
+    th_stream_sync_destroy(t, s);
+    uint8_t *x = malloc(tb + cb), *y = malloc(tb + cb);
+    th_buf_download(&out[0], x), th_buf_download(&out[1], y);
+    th_cmp_bytes(t, "topk from a graph", y, x, tb);
+    th_buf_download(&cand[0], x), th_buf_download(&cand[1], y);
+    th_cmp_bytes(t, "candidates from a graph", y, x, cb);
+    if (ge) cudaGraphExecDestroy(ge);
+    if (gr) cudaGraphDestroy(gr);
+    free(x), free(y);
+    for (int k = 0; k < 2; ++k) th_buf_free(&out[k]), th_buf_free(&cand[k]);
+    th_buf_free(&wsb);
+    src_dev_free(&g);
+    it_topk_case_free(&c);
+}
+
 void test_idx_gpu_topk_candidates(th_ctx_t *t) {
+    topk_graph(t);
     const int64_t sp[] = {0, 1, 4};
     topk_case(t,
               &(it_topk_shape_t){.heads = 32,

@@ -89,6 +89,10 @@ void it_model_select(const float *v, int64_t n, int64_t K, int mode, int64_t C, 
 /* Row r's selection got[0 .. K) against the fp64 logits as a set with the margin 1e-5 * the
  * row's largest mass (rows with a NaN logit are skipped); returns 1 if checked. */
 int it_check_margin(th_ctx_t *t, const it_topk_case_t *c, int64_t r, const int32_t *got);
+/* Logits lg[T, stride] (W columns) against the model: within 1e-5 * mass, NaN and inf at
+ * the model's places, -inf past each row's columns. */
+void it_check_logits(th_ctx_t *t, const char *what, const it_topk_case_t *c, const float *lg, int64_t stride,
+                     int64_t W);
 
 /* ---- tests ------------------------------------------------------------------------------ */
 void test_idx_q_known_answers(th_ctx_t *t);
