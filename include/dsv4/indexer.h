@@ -310,12 +310,18 @@ dsv4_status_t dsv4_indexer_topk_ref(const dsv4_indexer_topk_desc_t *desc, const 
  * out_stride below out_cols or overflowing -> INVALID_VALUE; out_stride not a multiple of 4
  * -> MISALIGNED. */
 typedef struct dsv4_indexer_logits_desc {
-    int64_t num_rows, num_heads, ratio, num_reqs; /* as dsv4_indexer_topk                      */
-    int64_t block_table_width, block_table_stride;
-    int64_t page_tokens, page_stride_bytes, num_pages;
-    int64_t max_keys;   /* caps n_t, as dsv4_indexer_topk                                      */
-    int64_t out_cols;   /* columns written per row                                             */
-    int64_t out_stride; /* elements between out rows; 0 means out_cols                         */
+    int64_t num_rows;           /* as dsv4_indexer_topk                                        */
+    int64_t num_heads;          /* 32 or 64                                                    */
+    int64_t ratio;              /* 1 or 2                                                      */
+    int64_t num_reqs;           /* rows of block_table                                         */
+    int64_t block_table_width;  /* page entries per request                                    */
+    int64_t block_table_stride; /* 0 means the width                                           */
+    int64_t page_tokens;        /* a multiple of 64                                            */
+    int64_t page_stride_bytes;  /* >= P*132, a multiple of 16                                  */
+    int64_t num_pages;          /* pages in the cache                                          */
+    int64_t max_keys;           /* caps n_t, as dsv4_indexer_topk                              */
+    int64_t out_cols;           /* columns written per row                                     */
+    int64_t out_stride;         /* elements between out rows; 0 means out_cols                 */
 } dsv4_indexer_logits_desc_t;
 
 typedef struct dsv4_indexer_logits_args {
