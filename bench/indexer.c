@@ -505,7 +505,7 @@ static int run_tk(bench_ctx_t *ctx, const char *op, const char *name) {
     tk_state_t h, dv;
     uint8_t *pat;
     int64_t pp;
-    tk_problem(&s, 256, &rs, &h, &pat, &pp);
+    tk_problem(&s, 2048, &rs, &h, &pat, &pp);
     const int64_t T = s.T, H = 32, n = h.d.max_keys, pages = h.d.num_pages, stride = h.d.page_stride_bytes;
     size_t ws = 0;
     int rc = 1;
