@@ -15,7 +15,8 @@
  *   indexer_topk     R=b next_n=m ctx=N r=r decode   b requests, m rows each at the last m
  *                               positions of an N-token context (n = N / r keys, H = 32,
  *                               topk 512, P = 128 at r = 1, 64 at r = 2, vLLM's page strides,
- *                               every request on its own pages); bytes = b * n * 132 (each
+ *                               every request on its own pages, filled with a random
+ *                               pattern of 2,048 pages); bytes = b * n * 132 (each
  *                               request's keys read once), FLOPs = rows * n * 8,192;
  *                               ceiling: copy. "candidates" adds candidate mode 1 (the V4.1
  *                               source layer: block scores and 2,048 kept blocks per row);
