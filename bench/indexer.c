@@ -12,6 +12,27 @@
  *                               (position and slot) + per stored row 256 (k_pre) + 256
  *                               (table row) read and 132 written; ceiling: copy (N = 8,192)
  *                               or the empty launch (N = 24)
+ *   indexer_topk     R=b next_n=m ctx=N r=r decode   b requests, m rows each at the last m
+ *                               positions of an N-token context (n = N / r keys, H = 32,
+ *                               topk 512, P = 128 at r = 1, 64 at r = 2, vLLM's page strides,
+ *                               every request on its own pages, filled with a random
+ *                               pattern of 2,048 pages); bytes = b * n * 132 (each
+ *                               request's keys read once), FLOPs = rows * n * 8,192;
+ *                               ceiling: copy. "candidates" adds candidate mode 1 (the V4.1
+ *                               source layer: block scores and 2,048 kept blocks per row);
+ *                               "restrict" is candidate mode 2 (a consumer layer: 2,048
+ *                               listed blocks spread over each row, only their keys read;
+ *                               bytes and FLOPs count the listed columns per row), to set
+ *                               against the dense row of the same shape
+ *                    T=t ctx=N r=r prefill          one request, a chunk of t rows at the last
+ *                               t positions of N tokens (causal bounds); FLOPs = 8,192 *
+ *                               sum of n_t; ceiling: mma.sync
+ *                    Every row's config names the workspace bytes and the floor in us
+ *                    (bytes at the measured copy bandwidth, or FLOPs at the measured mma.sync
+ *                    rate). --check verifies each row's selection against the materialized
+ *                    dsv4_indexer_logits of the same inputs: ascending distinct indices and
+ *                    no unselected column ranking above a selected one (order key, then
+ *                    index), and the same result for one split and the automatic count.
  *
  * With --check each case first compares one run with the CPU reference, every byte of
  * q8 and w, or of the whole cache. Without a GPU each case runs its reference on a smaller
@@ -264,9 +285,320 @@ static int run_k(bench_ctx_t *ctx, const char *op, const char *name) {
     return rc;
 }
 
+/* ---- indexer_topk ----------------------------------------------------------------------------- */
+typedef struct {
+    int64_t reqs, next_n, ctx, r, T; /* decode: reqs x next_n rows; prefill: T rows of one request */
+    int prefill, mode;
+} tk_shape_t;
+
+static int tk_parse(const char *name, tk_shape_t *s) {
+    memset(s, 0, sizeof *s);
+    long long a = 0, b = 0, c = 0, d = 0;
+    if (sscanf(name, "R=%lld next_n=%lld ctx=%lld r=%lld", &a, &b, &c, &d) == 4)
+        s->reqs = a, s->next_n = b, s->ctx = c, s->r = d, s->T = a * b;
+    else if (sscanf(name, "T=%lld ctx=%lld r=%lld", &a, &c, &d) == 3)
+        s->reqs = 1, s->next_n = a, s->ctx = c, s->r = d, s->T = a, s->prefill = 1;
+    else return 1;
+    s->mode = strstr(name, "candidates") ? 1 : (strstr(name, "restrict") ? 2 : 0);
+    return 0;
+}
+
+typedef struct {
+    dsv4_indexer_topk_desc_t d;
+    dsv4_indexer_topk_args_t a;
+    void *ws;
+    size_t ws_bytes, cache_bytes;
+} tk_state_t;
+static dsv4_status_t tk_launch(bench_ctx_t *ctx, void *st) {
+    tk_state_t *g = st;
+    return dsv4_indexer_topk(&g->d, &g->a, g->ws, g->ws_bytes, DSV4_STREAM(ctx->stream));
+}
+
+/* Host inputs of a shape (cache pattern of at most `pattern` pages, repeated on the device). */
+static void tk_problem(const tk_shape_t *s, int64_t pattern, uint64_t *rs, tk_state_t *h, uint8_t **pat,
+                       int64_t *pat_pages) {
+    const int64_t P = s->r == 1 ? 128 : 64, stride = s->r == 1 ? 17280 : 8640, n = s->ctx / s->r;
+    const int64_t width = (n + P - 1) / P, pages = s->reqs * width, H = 32, T = s->T;
+    h->d = (dsv4_indexer_topk_desc_t){.num_rows = T,
+                                      .num_heads = H,
+                                      .topk = 512,
+                                      .ratio = s->r,
+                                      .num_reqs = s->reqs,
+                                      .block_table_width = width,
+                                      .page_tokens = P,
+                                      .page_stride_bytes = stride,
+                                      .num_pages = pages,
+                                      .max_keys = n,
+                                      .candidate_mode = s->mode};
+    *pat_pages = pages < pattern ? pages : pattern;
+    *pat = malloc((size_t)(*pat_pages * stride));
+    for (int64_t i = 0; i < *pat_pages * stride; ++i) {
+        const uint8_t b = (uint8_t)bench_rng_next(rs);
+        (*pat)[i] = (b & 0x7F) == 0x7F ? 0x3F : b;
+    }
+    for (int64_t p = 0; p < *pat_pages; ++p) /* scales 2^-6 .. 2^-3 */
+        for (int64_t q = 0; q < P; ++q) {
+            const uint32_t bits = (uint32_t)(121 + bench_rng_next(rs) % 4) << 23;
+            memcpy(*pat + p * stride + P * 128 + q * 4, &bits, 4);
+        }
+    uint8_t *q8 = malloc((size_t)(T * H * 128));
+    float *w = malloc((size_t)(T * H) * 4);
+    int64_t *pos = malloc((size_t)T * 8);
+    int32_t *req = malloc((size_t)T * 4), *bt = malloc((size_t)pages * 4);
+    for (int64_t i = 0; i < T * H * 128; ++i) {
+        const uint8_t b = (uint8_t)bench_rng_next(rs);
+        q8[i] = (b & 0x7F) == 0x7F ? 0x3F : b;
+    }
+    for (int64_t i = 0; i < T * H; ++i) w[i] = (float)((int64_t)(bench_rng_next(rs) % 2001) - 1000) * 1e-5f;
+    for (int64_t b = 0; b < s->reqs; ++b)
+        for (int64_t i = 0; i < s->next_n; ++i)
+            pos[b * s->next_n + i] = s->ctx - s->next_n + i, req[b * s->next_n + i] = (int32_t)b;
+    for (int64_t i = 0; i < pages; ++i) bt[i] = (int32_t)i;
+    int32_t *lists = NULL;
+    if (s->mode == 2) { /* 2,048 blocks spread over each row's columns (duplicates when fewer exist) */
+        lists = malloc((size_t)T * 2048 * 4);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t i = 0; i < 2048; ++i)
+                lists[t * 2048 + i] = (int32_t)(i * (((pos[t] + 1) / s->r + 7) / 8) / 2048);
+    }
+    h->a = (dsv4_indexer_topk_args_t){q8, w, pos, req, NULL, bt, NULL, NULL, lists};
+    h->cache_bytes = (size_t)(pages * stride);
+}
+
+static void tk_free_host(tk_state_t *h, uint8_t *pat) {
+    free((void *)h->a.q8), free((void *)h->a.w), free((void *)h->a.positions), free((void *)h->a.row_req);
+    free((void *)h->a.block_table), free(pat), free(h->a.cand);
+}
+
+static uint32_t order_key(float x) {
+    uint32_t u;
+    if (x != x) return 0xFFFFFFFFu;
+    if (x == 0.0f) x = 0.0f;
+    memcpy(&u, &x, 4);
+    return (u >> 31) ? ~u : (u | 0x80000000u);
+}
+
+/* The selection of a row against its logits v[0 .. n) (eligible: every column, or with a
+ * candidate list the listed blocks' columns): K distinct ascending eligible indices (or the
+ * eligible columns, then -1, for a short row) and no unselected eligible column ranking
+ * above a selected one. */
+static int tk_check_row(const float *v, int64_t n, const int32_t *sel, int64_t K, const int32_t *list) {
+    char *in = calloc((size_t)(n > 0 ? n : 1), 1), *el = malloc((size_t)(n > 0 ? n : 1));
+    int64_t size = 0;
+    for (int64_t j = 0; j < n; ++j) el[j] = list == NULL;
+    for (int64_t i = 0; list && i < 2048; ++i)
+        for (int64_t j = 8 * (int64_t)list[i]; list[i] >= 0 && j < n && j < 8 * (int64_t)list[i] + 8; ++j) el[j] = 1;
+    for (int64_t j = 0; j < n; ++j) size += el[j];
+    if (size <= K) {
+        int64_t o = 0, ok = 1;
+        for (int64_t j = 0; j < n; ++j)
+            if (el[j]) ok &= sel[o++] == j;
+        for (; o < K; ++o) ok &= sel[o] == -1;
+        free(in), free(el);
+        return (int)ok;
+    }
+    uint32_t theta = 0xFFFFFFFFu;
+    int64_t last_tie = -1;
+    int ok = 1;
+    for (int64_t i = 0; i < K && ok; ++i) {
+        ok = sel[i] >= 0 && sel[i] < n && el[sel[i]] && (i == 0 || sel[i] > sel[i - 1]);
+        if (ok) in[sel[i]] = 1, theta = order_key(v[sel[i]]) < theta ? order_key(v[sel[i]]) : theta;
+    }
+    for (int64_t i = 0; i < K && ok; ++i)
+        if (order_key(v[sel[i]]) == theta) last_tie = sel[i];
+    for (int64_t j = 0; j < n && ok; ++j)
+        if (!in[j] && el[j]) ok = order_key(v[j]) < theta || (order_key(v[j]) == theta && j > last_tie);
+    free(in), free(el);
+    return ok;
+}
+
+static void tk_cpu(void *st) {
+    tk_state_t *g = st;
+    dsv4_indexer_topk_ref(&g->d, &g->a);
+}
+
+static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_shape_t s) {
+    uint64_t rs = 0x1D3;
+    s.ctx = s.prefill ? 2048 : 2048 * s.r, s.reqs = s.prefill ? 1 : 2, s.next_n = s.prefill ? 16 : 3;
+    s.T = s.reqs * s.next_n;
+    tk_state_t h;
+    uint8_t *pat;
+    int64_t pp;
+    tk_problem(&s, 1 << 20, &rs, &h, &pat, &pp);
+    h.d.topk = 256;
+    h.a.cache = pat;
+    const int64_t T = s.T, n = h.d.max_keys, K = h.d.topk;
+    int32_t *topk = malloc((size_t)(T * K) * 4), *cand = malloc((size_t)T * 2048 * 4);
+    float *lg = malloc((size_t)(T * n) * 4);
+    int32_t *lists = h.a.cand;
+    h.a.topk = topk, h.a.cand = s.mode == 2 ? lists : cand;
+    bench_timing_t tm;
+    int ok = 1;
+    const dsv4_indexer_logits_desc_t ld = {
+        T, 32, s.r, s.reqs, h.d.block_table_width, 0, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages, n, n, 0};
+    const dsv4_indexer_logits_args_t la = {h.a.q8, h.a.w, h.a.positions, h.a.row_req, NULL, h.a.block_table, pat, lg};
+    ok &= dsv4_indexer_logits_ref(&ld, &la) == DSV4_STATUS_SUCCESS;
+    bench_time_cpu(tk_cpu, &h, 3, &tm);
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t nt = (h.a.positions[t] + 1) / s.r;
+        ok &= tk_check_row(lg + t * n, nt < n ? nt : n, topk + t * K, K, lists ? lists + t * 2048 : NULL);
+    }
+    char ran[96];
+    snprintf(ran, sizeof ran, "R=%lld next_n=%lld ctx=%lld r=%lld topk=%lld", (long long)s.reqs, (long long)s.next_n,
+             (long long)s.ctx, (long long)s.r, (long long)K);
+    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    free(topk), free(cand), free(lg);
+    h.a.cand = lists;
+    tk_free_host(&h, pat);
+    return !ok;
+}
+
+/* Upload helpers of the top-k case: NULL on a failed allocation or copy. */
+static void *tk_up(const void *src, size_t bytes) {
+    void *d = bench_dev_alloc(bytes ? bytes : 4);
+    if (d && bytes && bench_upload(d, src, bytes)) bench_dev_free(d), d = NULL;
+    return d;
+}
+
+/* --check on the GPU: the materialized logits, each row's selection against them, and the
+ * same bits with the fewest splits the descriptor allows. */
+static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv, const int32_t *lists) {
+    const int64_t T = s->T, n = dv->d.max_keys, K = dv->d.topk;
+    const dsv4_indexer_logits_desc_t ld = {T,
+                                           32,
+                                           s->r,
+                                           s->reqs,
+                                           dv->d.block_table_width,
+                                           0,
+                                           dv->d.page_tokens,
+                                           dv->d.page_stride_bytes,
+                                           dv->d.num_pages,
+                                           n,
+                                           n,
+                                           (n + 3) / 4 * 4};
+    const size_t lb = (size_t)(T * ld.out_stride) * 4, tb = (size_t)(T * K) * 4;
+    float *dl = bench_dev_alloc(lb), *lg = malloc(lb);
+    int32_t *got = malloc(tb), *again = malloc(tb);
+    int ok = dl && lg && got && again && !bench_run_once(ctx, tk_launch, dv) && !bench_download(got, dv->a.topk, tb);
+    if (ok) {
+        const dsv4_indexer_logits_args_t la = {dv->a.q8, dv->a.w,           dv->a.positions, dv->a.row_req,
+                                               NULL,     dv->a.block_table, dv->a.cache,     dl};
+        ok = dsv4_indexer_logits(&ld, &la, NULL, 0, DSV4_STREAM(ctx->stream)) == DSV4_STATUS_SUCCESS &&
+             !bench_download(lg, dl, lb);
+        for (int64_t t = 0; ok && t < T; ++t) {
+            const int64_t nt = (s->ctx - s->next_n + t % s->next_n + 1) / s->r;
+            ok = tk_check_row(lg + t * ld.out_stride, nt < n ? nt : n, got + t * K, K, lists ? lists + t * 2048 : NULL);
+        }
+        tk_state_t one = *dv;
+        one.d.num_splits = (n + 65535) / 65536;
+        ok = ok && !bench_run_once(ctx, tk_launch, &one) && !bench_download(again, dv->a.topk, tb) &&
+             !memcmp(got, again, tb);
+    }
+    bench_dev_free(dl), free(lg), free(got), free(again);
+    return ok;
+}
+
+static int run_tk(bench_ctx_t *ctx, const char *op, const char *name) {
+    tk_shape_t s;
+    if (tk_parse(name, &s)) return 1;
+    if (!ctx->have_gpu) return tk_cpu_case(ctx, op, name, s);
+    uint64_t rs = 0x1D3;
+    tk_state_t h, dv;
+    uint8_t *pat;
+    int64_t pp;
+    tk_problem(&s, 2048, &rs, &h, &pat, &pp);
+    const int64_t T = s.T, H = 32, n = h.d.max_keys, pages = h.d.num_pages, stride = h.d.page_stride_bytes;
+    size_t ws = 0;
+    int rc = 1;
+    dv = h;
+    dv.ws = NULL;
+    if (dsv4_indexer_topk_workspace_size(&h.d, &ws) != DSV4_STATUS_SUCCESS) {
+        printf("indexer bench: %s: %s\n", name, dsv4_last_error());
+        tk_free_host(&h, pat);
+        return 1;
+    }
+    uint8_t *cache = bench_dev_alloc(h.cache_bytes);
+    for (int64_t p0 = 0; cache && p0 < pages; p0 += pp) /* the random pattern, repeated */
+        if (bench_upload(cache + p0 * stride, pat, (size_t)((pages - p0 < pp ? pages - p0 : pp) * stride)))
+            bench_dev_free(cache), cache = NULL;
+    dv.a = (dsv4_indexer_topk_args_t){tk_up(h.a.q8, (size_t)(T * H * 128)),
+                                      tk_up(h.a.w, (size_t)(T * H) * 4),
+                                      tk_up(h.a.positions, (size_t)T * 8),
+                                      tk_up(h.a.row_req, (size_t)T * 4),
+                                      NULL,
+                                      tk_up(h.a.block_table, (size_t)pages * 4),
+                                      cache,
+                                      bench_dev_alloc((size_t)(T * 512) * 4),
+                                      s.mode == 2 ? tk_up(h.a.cand, (size_t)T * 2048 * 4)
+                                                  : bench_dev_alloc((size_t)T * 2048 * 4)};
+    dv.ws = bench_dev_alloc(ws), dv.ws_bytes = ws;
+    if (dv.a.q8 && dv.a.w && dv.a.positions && dv.a.row_req && dv.a.block_table && cache && dv.a.topk && dv.a.cand &&
+        dv.ws) {
+        const int ok = !ctx->check || tk_gpu_check(ctx, &s, &dv, h.a.cand);
+        bench_timing_t tm;
+        if (bench_time(ctx, tk_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {
+            printf("indexer bench: %s: timing failed: %s\n", name, dsv4_last_error());
+        } else {
+            double pairs = 0.0; /* sum of n_t */
+            for (int64_t t = 0; t < T; ++t) {
+                const int64_t nt = (h.a.positions[t] + 1) / s.r;
+                pairs += (double)(nt < n ? nt : n);
+            }
+            if (s.mode == 2) { /* the listed blocks' columns of each row */
+                pairs = 0.0;
+                for (int64_t t = 0; t < T; ++t) {
+                    int64_t e = 0, nt = (h.a.positions[t] + 1) / s.r;
+                    for (int64_t i = 0; i < 2048; ++i)
+                        if (i == 0 || h.a.cand[t * 2048 + i] != h.a.cand[t * 2048 + i - 1])
+                            e += 8 * ((int64_t)h.a.cand[t * 2048 + i] + 1) <= nt
+                                     ? 8
+                                     : nt - 8 * (int64_t)h.a.cand[t * 2048 + i];
+                    pairs += (double)e;
+                }
+            }
+            const double bytes = s.mode == 2 ? pairs * 132.0 : (double)s.reqs * (double)n * 132.0;
+            const double flops = pairs * 2.0 * H * 128;
+            const double floor_us = s.prefill ? flops / (ctx->mma_tflops * 1e6) : bytes / (ctx->copy_gbps * 1e3);
+            char cfg[192];
+            snprintf(cfg, sizeof cfg,
+                     "H=32 topk=512 P=%lld workspace_bytes=%zu floor_us=%.2f floor=%s; check: selection vs the "
+                     "materialized logits, split-count invariance",
+                     (long long)h.d.page_tokens, ws, floor_us,
+                     s.prefill ? "mma" : (s.mode == 2 ? "listed-keys-copy" : "keys-once-copy"));
+            bench_report(ctx, op, name, cfg, &tm, bytes, flops, s.prefill ? BENCH_CEIL_MMA : BENCH_CEIL_COPY,
+                         verdict(ctx->check, ok));
+            rc = !ok;
+        }
+    } else {
+        printf("indexer bench: %s: device allocation or upload failed (cache %zu bytes, workspace %zu)\n", name,
+               h.cache_bytes, ws);
+    }
+    bench_dev_free((void *)dv.a.q8), bench_dev_free((void *)dv.a.w), bench_dev_free((void *)dv.a.positions);
+    bench_dev_free((void *)dv.a.row_req), bench_dev_free((void *)dv.a.block_table), bench_dev_free(cache);
+    bench_dev_free(dv.a.topk), bench_dev_free(dv.a.cand), bench_dev_free(dv.ws);
+    tk_free_host(&h, pat);
+    return rc;
+}
+
 const bench_case_t bench_indexer_cases[] = {
-    {"indexer_q", "T=8192 H=32", run_q},      {"indexer_q", "T=24 H=32", run_q},
-    {"indexer_k_store", "T=8192 r=1", run_k}, {"indexer_k_store", "T=8192 r=2", run_k},
+    {"indexer_q", "T=8192 H=32", run_q},
+    {"indexer_q", "T=24 H=32", run_q},
+    {"indexer_k_store", "T=8192 r=1", run_k},
+    {"indexer_k_store", "T=8192 r=2", run_k},
     {"indexer_k_store", "T=24 r=1", run_k},
+    {"indexer_topk", "R=4 next_n=6 ctx=65536 r=1 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=65536 r=2 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=262144 r=1 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=262144 r=2 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=2 decode", run_tk},
+    {"indexer_topk", "R=64 next_n=1 ctx=65536 r=1 decode", run_tk},
+    {"indexer_topk", "R=64 next_n=1 ctx=1048576 r=1 decode", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode candidates", run_tk},
+    {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode restrict", run_tk},
+    {"indexer_topk", "T=4096 ctx=16384 r=1 prefill", run_tk},
+    {"indexer_topk", "T=4096 ctx=16384 r=2 prefill", run_tk},
+    {"indexer_topk", "T=4096 ctx=65536 r=1 prefill", run_tk},
+    {"indexer_topk", "T=4096 ctx=65536 r=2 prefill", run_tk},
 };
 const int bench_indexer_count = (int)(sizeof bench_indexer_cases / sizeof bench_indexer_cases[0]);

@@ -308,6 +308,72 @@ class dsv4_indexer_k_store_args_t(ctypes.Structure):
         ("cache", ctypes.c_void_p),  # uint8_t *cache
     ]
 
+
+class dsv4_indexer_topk_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_rows", ctypes.c_int64),  # int64_t num_rows
+        ("num_heads", ctypes.c_int64),  # int64_t num_heads
+        ("topk", ctypes.c_int64),  # int64_t topk
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
+        ("block_table_width", ctypes.c_int64),  # int64_t block_table_width
+        ("block_table_stride", ctypes.c_int64),  # int64_t block_table_stride
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
+        ("num_pages", ctypes.c_int64),  # int64_t num_pages
+        ("topk_stride", ctypes.c_int64),  # int64_t topk_stride
+        ("max_keys", ctypes.c_int64),  # int64_t max_keys
+        ("candidate_mode", ctypes.c_int64),  # int64_t candidate_mode
+        ("candidate_count", ctypes.c_int64),  # int64_t candidate_count
+        ("candidate_block", ctypes.c_int64),  # int64_t candidate_block
+        ("candidate_stride", ctypes.c_int64),  # int64_t candidate_stride
+        ("num_splits", ctypes.c_int64),  # int64_t num_splits
+    ]
+
+
+class dsv4_indexer_topk_args_t(ctypes.Structure):
+    _fields_ = [
+        ("q8", ctypes.c_void_p),  # const uint8_t *q8
+        ("w", ctypes.c_void_p),  # const float *w
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("row_req", ctypes.c_void_p),  # const int32_t *row_req
+        ("row_valid", ctypes.c_void_p),  # const uint8_t *row_valid
+        ("block_table", ctypes.c_void_p),  # const int32_t *block_table
+        ("cache", ctypes.c_void_p),  # const uint8_t *cache
+        ("topk", ctypes.c_void_p),  # int32_t *topk
+        ("cand", ctypes.c_void_p),  # int32_t *cand
+    ]
+
+
+class dsv4_indexer_logits_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_rows", ctypes.c_int64),  # int64_t num_rows
+        ("num_heads", ctypes.c_int64),  # int64_t num_heads
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
+        ("block_table_width", ctypes.c_int64),  # int64_t block_table_width
+        ("block_table_stride", ctypes.c_int64),  # int64_t block_table_stride
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
+        ("num_pages", ctypes.c_int64),  # int64_t num_pages
+        ("max_keys", ctypes.c_int64),  # int64_t max_keys
+        ("out_cols", ctypes.c_int64),  # int64_t out_cols
+        ("out_stride", ctypes.c_int64),  # int64_t out_stride
+    ]
+
+
+class dsv4_indexer_logits_args_t(ctypes.Structure):
+    _fields_ = [
+        ("q8", ctypes.c_void_p),  # const uint8_t *q8
+        ("w", ctypes.c_void_p),  # const float *w
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("row_req", ctypes.c_void_p),  # const int32_t *row_req
+        ("row_valid", ctypes.c_void_p),  # const uint8_t *row_valid
+        ("block_table", ctypes.c_void_p),  # const int32_t *block_table
+        ("cache", ctypes.c_void_p),  # const uint8_t *cache
+        ("out", ctypes.c_void_p),  # float *out
+    ]
+
 # ---- indices.h ----
 
 
@@ -792,6 +858,10 @@ STRUCTS = [
     dsv4_indexer_q_args_t,
     dsv4_indexer_k_store_desc_t,
     dsv4_indexer_k_store_args_t,
+    dsv4_indexer_topk_desc_t,
+    dsv4_indexer_topk_args_t,
+    dsv4_indexer_logits_desc_t,
+    dsv4_indexer_logits_args_t,
     dsv4_topk_translate_desc_t,
     dsv4_topk_translate_args_t,
     dsv4_topk_translate_packed_args_t,
@@ -867,6 +937,14 @@ PROTOTYPES = {
     "dsv4_indexer_k_store_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.c_void_p]),
     "dsv4_indexer_k_store": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.POINTER(dsv4_indexer_k_store_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_indexer_k_store_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_k_store_desc_t), ctypes.POINTER(dsv4_indexer_k_store_args_t)]),
+    "dsv4_indexer_topk_check": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_topk_desc_t)]),
+    "dsv4_indexer_topk_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_topk_desc_t), ctypes.c_void_p]),
+    "dsv4_indexer_topk": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_topk_desc_t), ctypes.POINTER(dsv4_indexer_topk_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_indexer_topk_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_topk_desc_t), ctypes.POINTER(dsv4_indexer_topk_args_t)]),
+    "dsv4_indexer_logits_check": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_logits_desc_t)]),
+    "dsv4_indexer_logits_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_logits_desc_t), ctypes.c_void_p]),
+    "dsv4_indexer_logits": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_logits_desc_t), ctypes.POINTER(dsv4_indexer_logits_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_indexer_logits_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_indexer_logits_desc_t), ctypes.POINTER(dsv4_indexer_logits_args_t)]),
     "dsv4_topk_translate_check": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t)]),
     "dsv4_topk_translate_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.c_void_p]),
     "dsv4_topk_translate": (ctypes.c_int, [ctypes.POINTER(dsv4_topk_translate_desc_t), ctypes.POINTER(dsv4_topk_translate_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),

@@ -78,4 +78,30 @@ DSV4_HD int idx_k_stored(int64_t pos, int64_t slot, int64_t ratio, int64_t slots
     return slot >= 0 && slot < slots && (pos + 1) % ratio == 0;
 }
 
+/* ---- logits and selection ---------------------------------------------------------------- */
+
+/* The columns a row sees: (pos + 1) / ratio without overflow (0 for a negative position),
+ * capped at `cap` (max_keys and the block table's reach). */
+DSV4_HD int64_t idx_row_cols(int64_t pos, int64_t ratio, int64_t cap) {
+    if (pos < 0) return 0;
+    const int64_t n = pos / ratio + (pos % ratio + 1) / ratio;
+    return n < cap ? n : cap;
+}
+
+/* relu with relu(NaN) = NaN (a NaN fails the comparison and passes through) and +0 for
+ * every x <= 0. */
+DSV4_HD float idx_relu(float x) { return x <= 0.0f ? 0.0f : x; }
+
+/* The selection's order key of an fp32 value: -0 as +0, every NaN above +inf, then the
+ * numeric order, as an unsigned integer compare. */
+DSV4_HD uint32_t idx_order_key(float x) {
+    if (x != x) return 0xFFFFFFFFu;
+    uint32_t u = dsv4_f32_bits(x);
+    if (u == 0x80000000u) u = 0;
+    return (u >> 31) ? ~u : (u | 0x80000000u);
+}
+
+#define IDX_KEY_NEG_INF 0x007FFFFFu /* idx_order_key(-inf) */
+#define IDX_KEY_POS_INF 0xFF800000u /* idx_order_key(+inf) */
+
 #endif /* DSV4_INDEXER_INDEXER_MATH_H */

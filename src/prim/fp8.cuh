@@ -68,4 +68,23 @@ static __device__ __forceinline__ void dsv4_e4m3x4_dequant_bf16(uint32_t w, uint
     }
 }
 
+/* Bytes 0..3 of w -> out[0] = (e0, e1), out[1] = (e2, e3) as fp16 values times 2^-8: each
+ * lane is sign << 15 | (b & 0x7F) << 7, so the e4m3 exponent and mantissa land in fp16's
+ * (subnormals onto fp16 subnormals) and the value is decode(b) * 2^-8 exactly. A product
+ * of two such values is the exact product times 2^-16. The NaN codes 0x7F / 0xFF come
+ * out as +-480 * 2^-8 (callers that honour them flag them with dsv4_e4m3x4_nan_bits). prmt
+ * sign-extends each byte to its 16-bit lane, << 7 puts a sign copy at bit 15 and the code
+ * at bits 14..7, and the mask keeps bit 15 and bits 13..7 (bits shifted across the lane
+ * boundary land in bits 0..6 of the next lane, outside the mask). */
+static __device__ __forceinline__ void dsv4_e4m3x4_raw_f16(uint32_t w, uint32_t out[2]) {
+    out[0] = (dsv4_prmt<0x9180>(w) << 7) & 0xBF80BF80u;
+    out[1] = (dsv4_prmt<0xB3A2>(w) << 7) & 0xBF80BF80u;
+}
+
+/* Nonzero iff one of the four bytes of w is a NaN code (0x7F or 0xFF): adding 1 to the low
+ * seven bits carries into bit 7 only from 0x7F, and never into the next byte. */
+static __host__ __device__ __forceinline__ uint32_t dsv4_e4m3x4_nan_bits(uint32_t w) {
+    return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+}
+
 #endif /* DSV4_PRIM_FP8_CUH */

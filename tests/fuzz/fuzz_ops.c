@@ -4,6 +4,7 @@
 
 #include "dsv4/attention.h"
 #include "dsv4/compress.h"
+#include "dsv4/indexer.h"
 #include "dsv4/indices.h"
 #include "dsv4/kvcache.h"
 #include "dsv4/mhc.h"
@@ -268,6 +269,55 @@ static const fz_field_t el_fields[] = {F64(EL, num_tokens),         F64(EL, n_co
 WRAP(engram_lookup, EL)
 REF(engram_lookup, EL, dsv4_engram_lookup_args_t)
 
+/* ---- indexer ------------------------------------------------------------------------- */
+typedef dsv4_indexer_topk_desc_t IT;
+static const IT it_valid = {.num_rows = 4,
+                            .num_heads = 32,
+                            .topk = 8,
+                            .ratio = 1,
+                            .num_reqs = 1,
+                            .block_table_width = 2,
+                            .page_tokens = 64,
+                            .page_stride_bytes = 8448,
+                            .num_pages = 2,
+                            .max_keys = 100,
+                            .candidate_mode = 1};
+static const fz_field_t it_fields[] = {F64(IT, num_rows),
+                                       F64(IT, num_heads),
+                                       F64(IT, topk),
+                                       F64(IT, ratio),
+                                       F64(IT, num_reqs),
+                                       F64(IT, block_table_width),
+                                       F64(IT, block_table_stride),
+                                       F64(IT, page_tokens),
+                                       F64(IT, page_stride_bytes),
+                                       F64(IT, num_pages),
+                                       F64(IT, topk_stride),
+                                       F64(IT, max_keys),
+                                       F64(IT, candidate_mode),
+                                       F64(IT, candidate_count),
+                                       F64(IT, candidate_block),
+                                       F64(IT, candidate_stride),
+                                       F64(IT, num_splits)};
+WRAP(indexer_topk, IT)
+
+typedef dsv4_indexer_logits_desc_t IL;
+static const IL il_valid = {.num_rows = 4,
+                            .num_heads = 64,
+                            .ratio = 2,
+                            .num_reqs = 1,
+                            .block_table_width = 2,
+                            .page_tokens = 128,
+                            .page_stride_bytes = 17280,
+                            .num_pages = 2,
+                            .max_keys = 100,
+                            .out_cols = 120};
+static const fz_field_t il_fields[] = {F64(IL, num_rows),    F64(IL, num_heads),         F64(IL, ratio),
+                                       F64(IL, num_reqs),    F64(IL, block_table_width), F64(IL, block_table_stride),
+                                       F64(IL, page_tokens), F64(IL, page_stride_bytes), F64(IL, num_pages),
+                                       F64(IL, max_keys),    F64(IL, out_cols),          F64(IL, out_stride)};
+WRAP(indexer_logits, IL)
+
 const fz_op_t fz_ops[] = {
     OPR(kv_insert, KI, ki_valid, ki_fields),
     OP(kv_rope_insert, KR, kr_valid, kr_fields, NULL, 0),
@@ -290,5 +340,7 @@ const fz_op_t fz_ops[] = {
     OP(compress, CP, cp_valid, cp_fields, NULL, 0),
     OPR(inv_rope, IR, ir_valid, ir_fields),
     OPR(engram_lookup, EL, el_valid, el_fields),
+    OP(indexer_topk, IT, it_valid, it_fields, NULL, 0),
+    OP(indexer_logits, IL, il_valid, il_fields, NULL, 0),
 };
 const int fz_num_ops = NF(fz_ops);

@@ -8,7 +8,8 @@
  *   NAME##_null(t, good_desc, good_args)  the NULL descriptor, args, bytes and stream cases,
  *       and workspace_size 0 for a good descriptor.
  * For operators whose run call takes (desc, args, workspace, workspace_bytes, stream) and
- * needs no workspace.
+ * needs no workspace. TH_EXPECT_FNS_WS is the same for an operator that needs one: its
+ * NAME##_null_ws(t, good_desc, good_args, want) expects workspace_size `want`.
  */
 #ifndef DSV4_TESTS_BAD_INPUT_H
 #define DSV4_TESTS_BAD_INPUT_H
@@ -17,7 +18,7 @@
 
 #include "harness.h"
 
-#define TH_EXPECT_FNS(NAME, OP, desc_t, args_t)                                                                        \
+#define TH_EXPECT_FNS_WS(NAME, OP, desc_t, args_t)                                                                     \
     static void NAME(th_ctx_t *t, const desc_t *d, const args_t *a, int desc_case, dsv4_status_t st,                   \
                      const char *field, const char *value) {                                                           \
         char call[96];                                                                                                 \
@@ -36,8 +37,8 @@
         TH_EXPECT_STATUS(t, dsv4_##OP##_ref(d, a), st);                                                                \
         th_expect_error(t, call, #OP, field, value);                                                                   \
     }                                                                                                                  \
-    static void NAME##_null(th_ctx_t *t, const desc_t *good, const args_t *ga) {                                       \
-        size_t ws = 1;                                                                                                 \
+    static void NAME##_null_ws(th_ctx_t *t, const desc_t *good, const args_t *ga, size_t want) {                       \
+        size_t ws = want + 1;                                                                                          \
         NAME(t, NULL, ga, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);                                                  \
         NAME(t, good, NULL, 0, DSV4_STATUS_NULL_POINTER, "args", NULL);                                                \
         TH_EXPECT_STATUS(t, dsv4_##OP##_workspace_size(good, NULL), DSV4_STATUS_NULL_POINTER);                         \
@@ -45,7 +46,10 @@
         TH_EXPECT_STATUS(t, dsv4_##OP(good, ga, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER);                             \
         th_expect_error(t, "NULL stream", #OP, "stream", NULL);                                                        \
         TH_OK(t, dsv4_##OP##_workspace_size(good, &ws));                                                               \
-        TH_CHECK(t, ws == 0, #OP " needs no workspace, says %zu", ws);                                                 \
+        TH_CHECK(t, ws == want, #OP "_workspace_size says %zu, expected %zu", ws, want);                               \
     }
+#define TH_EXPECT_FNS(NAME, OP, desc_t, args_t)                                                                        \
+    TH_EXPECT_FNS_WS(NAME, OP, desc_t, args_t)                                                                         \
+    static void NAME##_null(th_ctx_t *t, const desc_t *good, const args_t *ga) { NAME##_null_ws(t, good, ga, 0); }
 
 #endif /* DSV4_TESTS_BAD_INPUT_H */

@@ -12,10 +12,21 @@ static const th_test_t tests[] = {
     {"indexer.plans", test_idx_plans, TH_CPU},
     {"indexer.bad_input_q", test_idx_bad_input_q, TH_CPU},
     {"indexer.bad_input_k_store", test_idx_bad_input_k, TH_CPU},
+    {"indexer.topk_known_answers", test_idx_topk_known_answers, TH_CPU},
+    {"indexer.topk_select_vs_model", test_idx_topk_select_vs_model, TH_CPU},
+    {"indexer.logits_vs_model", test_idx_logits_vs_model, TH_CPU},
+    {"indexer.topk_ref_vs_model", test_idx_topk_ref_vs_model, TH_CPU},
+    {"indexer.topk_plans", test_idx_topk_plans, TH_CPU},
+    {"indexer.bad_input_topk", test_idx_bad_input_topk, TH_CPU},
+    {"indexer.bad_input_logits", test_idx_bad_input_logits, TH_CPU},
     {"indexer.gpu_q", test_idx_gpu_q, TH_GPU},
     {"indexer.gpu_k_store", test_idx_gpu_k, TH_GPU},
     {"indexer.gpu_bad_input_writes_nothing", test_idx_gpu_bad_input_writes_nothing, TH_GPU},
     {"indexer.gpu_graph_capture", test_idx_gpu_graph_capture, TH_GPU},
+    {"indexer.gpu_mma_pairs", test_idx_gpu_mma_pairs, TH_GPU},
+    {"indexer.gpu_logits", test_idx_gpu_logits, TH_GPU},
+    {"indexer.gpu_topk", test_idx_gpu_topk, TH_GPU},
+    {"indexer.gpu_topk_candidates", test_idx_gpu_topk_candidates, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }
