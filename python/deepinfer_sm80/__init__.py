@@ -9,7 +9,7 @@ from ._lib import Dsv4Error, NoDeviceError
 from .attention import sparse_mla_decode, sparse_mla_decode_plan, sparse_mla_prefill, sparse_mla_prefill_plan
 from .compressor import compress, engram_lookup, inv_rope
 from .device import device_count, device_query, version
-from .indexer import indexer_k_store, indexer_q
+from .indexer import indexer_k_store, indexer_logits, indexer_q, indexer_topk
 from .indices import combine_cols, combine_topk_swa, decode_swa_indices, topk_translate, topk_translate_packed
 from .kvcache import kv_gather, kv_insert, kv_rope_insert, kv_swa_write
 from .mhc import (gate_params, mhc_collapse, mhc_fn_bcast, mhc_fn_split, mhc_gates, mhc_plan, mhc_post, mhc_pre,
@@ -23,4 +23,5 @@ __all__ = [
     "sparse_mla_decode", "sparse_mla_decode_plan", "sparse_mla_prefill", "sparse_mla_prefill_plan",
     "gate_params", "mhc_post", "mhc_collapse", "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
     "mhc_plan", "plan", "compress", "inv_rope", "engram_lookup", "indexer_q", "indexer_k_store",
+    "indexer_topk", "indexer_logits",
 ]

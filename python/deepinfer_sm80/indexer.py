@@ -72,3 +72,86 @@ def indexer_k_store(k_pre, gamma, positions, slot_mapping, cos_sin, cache, *, pa
                   slot_mapping=addr(slot_mapping), cos_sin=addr(cos_sin), cache=addr(cache))
     op(o)(desc, args, anchor, workspace)
     return cache
+
+
+def _score_fields(o, q8, w, positions, row_req, block_table, cache, page_tokens, page_stride_bytes, ratio, max_keys):
+    """Checks and descriptor fields shared by indexer_topk and indexer_logits."""
+    arg(o, "q8", q8, "u8", 3, (None, None, DIM))
+    T, H = shape(q8)[0], shape(q8)[1]
+    arg(o, "w", w, "f32", 2, (T, H))
+    arg(o, "positions", positions, "i64", 1, (T,))
+    arg(o, "row_req", row_req, "i32", 1, (T,))
+    arg(o, "block_table", block_table, "i32", 2)
+    contiguous(o, "q8", q8), contiguous(o, "w", w)
+    stride, pages = cache_geometry(o, "cache", cache, page_tokens, page_stride_bytes, record=STATE)
+    return dict(num_rows=T, num_heads=H, ratio=ratio, num_reqs=shape(block_table)[0],
+                block_table_width=shape(block_table)[1], block_table_stride=strides(block_table)[0],
+                page_tokens=page_tokens, page_stride_bytes=stride, num_pages=pages, max_keys=max_keys)
+
+
+def _score_args(q8, w, positions, row_req, row_valid, block_table, cache):
+    return dict(q8=addr(q8), w=addr(w), positions=addr(positions), row_req=addr(row_req), row_valid=addr(row_valid),
+                block_table=addr(block_table), cache=addr(cache))
+
+
+def indexer_topk(q8, w, positions, row_req, block_table, cache, topk, *, ratio, page_tokens, max_keys,
+                 row_valid=None, cand=None, candidate_mode=0, num_splits=0, page_stride_bytes=None, workspace=None):
+    """Fused indexer logits + top-k: for each row (query token) t of request row_req[t], the
+    topk.shape[1] request-local compressed columns j < n_t = (positions[t] + 1) // ratio with the
+    largest logits sk_j * sum_h w[t, h] * relu(q8[t, h] . k_j), written ascending, then -1 (ties
+    to the lower j; NaN ranks first; rows with n_t <= 0 or row_valid 0 all -1). The logits never
+    reach memory.
+
+    q8: uint8 e4m3 [T, H, 128] and w: fp32 [T, H] (indexer_q's outputs); positions: int64 [T];
+    row_req: int32 [T]; block_table: int32 [R, width]; cache: the uint8 indexer cache pages;
+    topk: int32 [T, K] (row stride any), written; row_valid: uint8/bool [T] or None; cand: int32
+    [T, C] candidate blocks of 8 columns, written (candidate_mode 1) or read (2, the consumer
+    layers: only those blocks are scored); max_keys: the largest n_t (e.g. max_model_len //
+    ratio), it sizes the workspace; num_splits 0 = chosen by the library. Returns topk."""
+    o = "indexer_topk"
+    fields = _score_fields(o, q8, w, positions, row_req, block_table, cache, page_tokens, page_stride_bytes, ratio,
+                           max_keys)
+    T = fields["num_rows"]
+    arg(o, "topk", topk, "i32", 2)
+    arg(o, "row_valid", row_valid, "mask", 1, (T,), optional=True)
+    arg(o, "cand", cand, "i32", 2, optional=candidate_mode == 0)
+    writable(o, "topk", topk)
+    if shape(topk)[0] < T:
+        raise ValueError(f"{o}: topk has {shape(topk)[0]} rows for {T} query rows")
+    if cand is not None and shape(cand)[0] < T:
+        raise ValueError(f"{o}: cand has {shape(cand)[0]} rows for {T} query rows")
+    anchor = side(o, q8=q8, w=w, positions=positions, row_req=row_req, row_valid=row_valid, block_table=block_table,
+                  cache=cache, topk=topk, cand=cand)
+    fields.update(topk=shape(topk)[1], topk_stride=strides(topk)[0], candidate_mode=candidate_mode,
+                  num_splits=num_splits)
+    if cand is not None:
+        writable(o, "cand", cand)
+        fields.update(candidate_count=shape(cand)[1], candidate_block=8, candidate_stride=strides(cand)[0])
+    desc = struct("dsv4_indexer_topk_desc_t", **fields)
+    args = struct("dsv4_indexer_topk_args_t", topk=addr(topk), cand=addr(cand),
+                  **_score_args(q8, w, positions, row_req, row_valid, block_table, cache))
+    op(o)(desc, args, anchor, workspace)
+    return topk
+
+
+def indexer_logits(q8, w, positions, row_req, block_table, cache, out, *, ratio, page_tokens, max_keys,
+                   row_valid=None, page_stride_bytes=None):
+    """The logits indexer_topk selects from, materialized (for tests and debugging): out[t, j] for
+    j < min(n_t, out.shape[1]), -inf beyond. Inputs as indexer_topk; out: fp32 [T, N] (row
+    stride a multiple of 4), written. Returns out."""
+    o = "indexer_logits"
+    fields = _score_fields(o, q8, w, positions, row_req, block_table, cache, page_tokens, page_stride_bytes, ratio,
+                           max_keys)
+    arg(o, "out", out, "f32", 2)
+    arg(o, "row_valid", row_valid, "mask", 1, (fields["num_rows"],), optional=True)
+    writable(o, "out", out)
+    if shape(out)[0] < fields["num_rows"]:
+        raise ValueError(f"{o}: out has {shape(out)[0]} rows for {fields['num_rows']} query rows")
+    anchor = side(o, q8=q8, w=w, positions=positions, row_req=row_req, row_valid=row_valid, block_table=block_table,
+                  cache=cache, out=out)
+    fields.update(out_cols=shape(out)[1], out_stride=strides(out)[0])
+    desc = struct("dsv4_indexer_logits_desc_t", **fields)
+    args = struct("dsv4_indexer_logits_args_t", out=addr(out),
+                  **_score_args(q8, w, positions, row_req, row_valid, block_table, cache))
+    op(o)(desc, args, anchor)
+    return out

@@ -10,7 +10,7 @@ tensors are declared mutated in the schema; the fake implementations return None
 data, so torch.compile traces the ops without running them. CUDA tensors run the kernels on
 torch's current stream, CPU tensors the C references, as in the binding.
 
-topk_translate_packed, sparse_mla_decode, mhc_gates, mhc_pre and mhc_seam take a `workspace`
+topk_translate_packed, sparse_mla_decode, mhc_gates, mhc_pre, mhc_seam and indexer_topk take a `workspace`
 (uint8, at least the library's workspace size; `Planner.workspace(device)`), so no op allocates:
 the calls can be captured into a CUDA graph. The other ops need none. Outputs and in-place
 tensors must not overlap each other or the inputs.
@@ -38,7 +38,7 @@ __all__ = [
     "Planner", "kv_insert", "kv_swa_write", "kv_rope_insert", "kv_gather", "topk_translate", "topk_translate_packed",
     "combine_topk_swa", "decode_swa_indices", "sparse_mla_decode", "sparse_mla_prefill", "mhc_post", "mhc_collapse",
     "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split", "compress", "inv_rope", "engram_lookup",
-    "indexer_q", "indexer_k_store",
+    "indexer_q", "indexer_k_store", "indexer_topk", "indexer_logits",
 ]
 
 
@@ -333,3 +333,30 @@ def indexer_k_store(k_pre: Tensor, gamma: Tensor, positions: Tensor, slot_mappin
     [max_position, 64]; cache: uint8 pages (P * 132 bytes and more a page), written."""
     _ixr.indexer_k_store(k_pre, gamma, positions, slot_mapping, cos_sin, cache, page_tokens=page_tokens,
                          ratio=ratio, eps=eps, page_stride_bytes=page_stride_bytes)
+
+
+@_op("topk", "cand", "workspace")
+def indexer_topk(q8: Tensor, w: Tensor, positions: Tensor, row_req: Tensor, block_table: Tensor, cache: Tensor,
+                 topk: Tensor, workspace: Tensor, row_valid: Optional[Tensor] = None, cand: Optional[Tensor] = None, *,
+                 ratio: int, page_tokens: int, max_keys: int, candidate_mode: int = 0, num_splits: int = 0,
+                 page_stride_bytes: Optional[int] = None) -> None:
+    """Fused indexer logits + top-k: each row's best topk.shape[1] request-local compressed columns,
+    ascending, -1 padded; candidate_mode 1 also writes cand (the best blocks of 8 columns),
+    mode 2 scores only the blocks cand lists.
+
+    q8: uint8 [T, H, 128]; w: fp32 [T, H]; positions: int64 [T]; row_req: int32 [T]; block_table:
+    int32 [R, width]; cache: uint8 indexer pages; topk: int32 [T, K], written; workspace: uint8
+    (Planner.indexer_topk); row_valid: uint8/bool [T]; cand: int32 [T, C]."""
+    _ixr.indexer_topk(q8, w, positions, row_req, block_table, cache, topk, ratio=ratio, page_tokens=page_tokens,
+                      max_keys=max_keys, row_valid=row_valid, cand=cand, candidate_mode=candidate_mode,
+                      num_splits=num_splits, page_stride_bytes=page_stride_bytes, workspace=workspace)
+
+
+@_op("out")
+def indexer_logits(q8: Tensor, w: Tensor, positions: Tensor, row_req: Tensor, block_table: Tensor, cache: Tensor,
+                   out: Tensor, row_valid: Optional[Tensor] = None, *, ratio: int, page_tokens: int, max_keys: int,
+                   page_stride_bytes: Optional[int] = None) -> None:
+    """The logits indexer_topk selects from, materialized: out fp32 [T, N], -inf past each row's
+    columns. Inputs as indexer_topk."""
+    _ixr.indexer_logits(q8, w, positions, row_req, block_table, cache, out, ratio=ratio, page_tokens=page_tokens,
+                        max_keys=max_keys, row_valid=row_valid, page_stride_bytes=page_stride_bytes)

@@ -1,8 +1,8 @@
 """Workspace planning for the torch custom ops (deepinfer_sm80.ops): sizes from the library, one
 buffer per device, allocated once.
 
-Five operators need scratch memory on the GPU: topk_translate_packed, sparse_mla_decode (split-KV
-partials), mhc_gates, mhc_pre and mhc_seam (the split projection). A `Planner` is told the shapes a
+Six operators need scratch memory on the GPU: topk_translate_packed, sparse_mla_decode (split-KV
+partials), mhc_gates, mhc_pre and mhc_seam (the split projection), and indexer_topk (split results). A `Planner` is told the shapes a
 serving step will run (every batch size a CUDA graph is captured for, for example), asks the
 library how many bytes each needs (dsv4_<op>_workspace_size, dsv4_sparse_mla_decode_plan,
 dsv4_mhc_plan) and keeps the largest. `workspace(device)` then returns one uint8 tensor of that
@@ -101,6 +101,24 @@ class Planner:
             plan = _plan("sparse_mla_decode", desc)
             self._add("sparse_mla_decode", plan["workspace_bytes"])
         return self.sizes["sparse_mla_decode"]
+
+    def indexer_topk(self, num_rows, num_heads, topk, *, ratio, max_keys, page_tokens, num_reqs=1,
+                     block_table_width=None, candidate_mode=0, candidate_count=2048, num_splits=0):
+        """q8 uint8 [T, num_heads, 128] for T in num_rows; topk int32 [T, topk]; max_keys, ratio,
+        page_tokens, candidate_mode and num_splits as the op will be called with them (the
+        workspace holds each row's split results, plus block scores in mode 1 or sorted
+        candidate lists in mode 2)."""
+        o = op("indexer_topk")
+        width = block_table_width or -(-max_keys // page_tokens)
+        for T in _each(num_rows):
+            desc = struct("dsv4_indexer_topk_desc_t", num_rows=T, num_heads=num_heads, topk=topk, ratio=ratio,
+                          num_reqs=num_reqs, block_table_width=width, block_table_stride=width,
+                          page_tokens=page_tokens, page_stride_bytes=page_tokens * S.DSV4_INDEXER_STATE_BYTES,
+                          num_pages=1, topk_stride=topk, max_keys=max_keys, candidate_mode=candidate_mode,
+                          candidate_count=candidate_count, candidate_block=8, candidate_stride=candidate_count,
+                          num_splits=num_splits)
+            self._add("indexer_topk", o.workspace_size(desc))
+        return self.sizes["indexer_topk"]
 
     def _mhc(self, name, num_tokens, hidden, broadcast, route):
         for T in _each(num_tokens):

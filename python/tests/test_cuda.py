@@ -368,6 +368,29 @@ def test_indexer_q_and_k_store(gpu, rng):
     assert_bits(dev, host, "indexer_k_store cache")
 
 
+@pytest.mark.parametrize("ratio,K", [(1, 512), (2, 64)])
+def test_indexer_topk(gpu, rng, ratio, K):
+    """The kernel's selection equals the library's rule applied to the kernel's own logits (the
+    fp32 sums may differ from the host's in order; tests/indexer checks them against the header's
+    bound, which needs each logit's absolute mass)."""
+    from test_indexer import score_case, select_model
+
+    cache, q8, w, pos, row_req, table, valid = score_case(rng, T=24, pages=40, reqs=4, max_pos=2400, ratio=ratio)
+    T, max_keys = len(pos), 2400 // ratio + 1
+    N = -(-max_keys // 4) * 4
+    t = [gpu.put(a) for a in (q8, w, pos, row_req, table, cache)]
+    kw = dict(ratio=ratio, page_tokens=64, max_keys=max_keys, row_valid=gpu.put(valid))
+    logits = gpu.get(d.indexer_logits(*t, gpu.put(np.zeros((T, N), np.float32)), **kw))
+    host = d.indexer_logits(q8, w, pos, row_req, table, cache, np.zeros((T, N), np.float32), ratio=ratio,
+                            page_tokens=64, max_keys=max_keys, row_valid=valid)
+    fin = np.isfinite(host)
+    assert np.array_equal(fin, np.isfinite(logits)), "finite logits differ in place from the reference's"
+    got = gpu.get(d.indexer_topk(*t, gpu.put(np.zeros((T, K), np.int32)), **kw))
+    for r in range(T):
+        n = (pos[r] + 1) // ratio if valid[r] else 0
+        assert np.array_equal(got[r], select_model(logits[r], n, K)), f"row {r}"
+
+
 def test_runs_on_torch_current_stream(gpu, rng):
     """A call made under `with torch.cuda.stream(s)` is ordered on s (checked by an event wait)."""
     from test_kvcache import _insert_case

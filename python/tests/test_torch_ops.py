@@ -247,6 +247,28 @@ def case_indexer_k_store(rng):
     return args, dict(page_tokens=P, ratio=1, eps=1e-6)
 
 
+def _score_case(rng):
+    from test_indexer import score_case
+
+    cache, q8, w, pos, row_req, table, valid = score_case(rng, T=5, max_pos=300)
+    return tuple(CPU.put(a) for a in (q8, w, pos, row_req, table, cache)), CPU.put(valid), 301
+
+
+def case_indexer_topk(rng):
+    args, valid, max_keys = _score_case(rng)
+    T = args[0].shape[0]
+    ws = ops.Planner()
+    ws.indexer_topk(T, 32, 24, ratio=1, max_keys=max_keys, page_tokens=64)
+    return args + (_poison(rng, (T, 24), np.int32), ws.workspace("cpu"), valid, None), dict(
+        ratio=1, page_tokens=64, max_keys=max_keys)
+
+
+def case_indexer_logits(rng):
+    args, valid, max_keys = _score_case(rng)
+    return args + (_poison(rng, (args[0].shape[0], 304), np.float32), valid), dict(
+        ratio=1, page_tokens=64, max_keys=max_keys)
+
+
 # How each op's positional arguments map onto the plain binding function.
 PLAIN = {
     "kv_insert": lambda a, kw: d.kv_insert(*a, **kw),
@@ -280,6 +302,8 @@ PLAIN = {
     "engram_lookup": lambda a, kw: d.engram_lookup(*a, **kw),
     "indexer_q": lambda a, kw: d.indexer_q(*a, **kw),
     "indexer_k_store": lambda a, kw: d.indexer_k_store(*a, **kw),
+    "indexer_topk": lambda a, kw: d.indexer_topk(*a[:7], workspace=a[7], row_valid=a[8], cand=a[9], **kw),
+    "indexer_logits": lambda a, kw: d.indexer_logits(*a[:7], row_valid=a[7], **kw),
 }
 CASES = {name: globals()[f"case_{name}"] for name in PLAIN}
 
@@ -361,6 +385,15 @@ def test_planner_sizes_equal_the_library():
     want_tt = max(_ws("topk_translate_packed", num_tokens=T, topk=512, num_reqs=8, block_table_width=40,
                       page_tokens=64) for T in tokens)
     assert p.topk_translate_packed(tokens, 512, num_reqs=8, block_table_width=40, page_tokens=64) == want_tt > 0
+    for mode in (0, 1, 2):  # the op's real geometry (more pages, padded pages, a wider table)
+        want_ix = max(_ws("indexer_topk", num_rows=T, num_heads=32, topk=512, ratio=1, num_reqs=4,
+                          block_table_width=9000, block_table_stride=9001, page_tokens=128,
+                          page_stride_bytes=17280, num_pages=5000, topk_stride=520, max_keys=1 << 20,
+                          candidate_mode=mode, candidate_count=2048, candidate_block=8, candidate_stride=2048)
+                      for T in tokens)
+        q = ops.Planner()
+        assert q.indexer_topk(tokens, 32, 512, ratio=1, max_keys=1 << 20, page_tokens=128,
+                              candidate_mode=mode) == want_ix > 0
     # decode: the binding's plan on dense tensors of each planned shape, and the op's _workspace_size
     from test_attention import decode_case
 
