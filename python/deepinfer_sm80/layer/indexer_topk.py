@@ -100,21 +100,42 @@ def _torch_indexer_topk(q8, w, positions, row_req, row_valid, block_table, cache
         q = q8[t0:t1].view(torch.float8_e4m3fn).float()
         dots = torch.relu(torch.einsum("rhd,rnd->rhn", q, k))
         logit = (dots * w[t0:t1, :, None]).sum(1) * sk
-        col = torch.arange(n_cols_pad, device=q8.device)
-        eligible = col[None, :] < n[:, None]
-        nb = (n + B - 1) // B
+        eligible = torch.arange(n_cols_pad, device=q8.device)[None, :] < n[:, None]
         if candidate_mode == 2:
-            ids = cand[t0:t1, :candidate_count].long()
-            ok = (ids >= 0) & (ids < nb[:, None])
-            listed = torch.zeros(t1 - t0, n_blk + 1, dtype=torch.bool, device=q8.device)
-            listed.scatter_(1, torch.where(ok, ids, n_blk), True)
-            eligible &= listed[:, :n_blk].repeat_interleave(B, 1)
-        key = torch.where(eligible, order_key(logit), -1)
-        topk_out[t0:t1, :topk] = _select(key, topk)
+            eligible &= candidate_columns(cand[t0:t1, :candidate_count], n, n_cols_pad, B)
+        topk_out[t0:t1, :topk] = select(logit, eligible, topk)
         if candidate_mode == 1:
-            masked = torch.where(col[None, :] < n[:, None], logit, float("-inf"))
-            score = masked.view(t1 - t0, n_blk, B).amax(2)
-            blk = torch.arange(n_blk, device=q8.device)
-            score = torch.where(blk[None, :] == nb[:, None] - 1, float("inf"), score)
-            bkey = torch.where(score == float("-inf"), -1, order_key(score))
-            cand[t0:t1, :candidate_count] = _select(bkey, candidate_count)
+            cand[t0:t1, :candidate_count] = candidate_blocks(logit, n, candidate_count, B)
+
+
+def select(logit, eligible, k):
+    """int32 [rows, k]: per row the first min(k, |eligible|) columns of logit fp32 [rows, n] by
+    (order key desc, column asc), ascending, -1 padded."""
+    return _select(torch.where(eligible, order_key(logit), -1), k)
+
+
+def candidate_blocks(logit, n, count, B):
+    """The candidate source's lists int32 [rows, count]: blocks of B columns of logit fp32
+    [rows, n_pad] (n_pad a multiple of B) ranked by their maximum over columns < n (per row),
+    the block holding column n - 1 pinned, -inf blocks left out; ascending, -1 padded."""
+    rows, n_pad = logit.shape
+    col = torch.arange(n_pad, device=logit.device)
+    masked = torch.where(col[None, :] < n[:, None], logit, float("-inf"))
+    score = masked.view(rows, n_pad // B, B).amax(2)
+    blk = torch.arange(n_pad // B, device=logit.device)
+    nb = (n + B - 1) // B
+    score = torch.where(blk[None, :] == nb[:, None] - 1, float("inf"), score)
+    return select(score, score != float("-inf"), count)
+
+
+def candidate_columns(cand, n, n_pad, B):
+    """bool [rows, n_pad]: the columns of the blocks listed in cand int32 [rows, C] (ids outside
+    [0, ceil(n / B)) ignored), restricted to columns < n."""
+    rows, n_blk = cand.shape[0], n_pad // B
+    ids = cand.long()
+    nb = (n + B - 1) // B
+    ok = (ids >= 0) & (ids < nb[:, None])
+    listed = torch.zeros(rows, n_blk + 1, dtype=torch.bool, device=cand.device)
+    listed.scatter_(1, torch.where(ok, ids, n_blk), True)
+    col = torch.arange(n_pad, device=cand.device)
+    return listed[:, :n_blk].repeat_interleave(B, 1) & (col[None, :] < n[:, None])
