@@ -60,13 +60,16 @@ def check_layer(chain, layer, want):
         got = meta.candidate_buffer[:T].cpu()
         assert torch.equal(got, want["cand"]), f"layer {layer}: candidate blocks differ in rows " \
             f"{torch.nonzero((got != want['cand']).any(1)).flatten().tolist()}"
-    # Attention (sparse MLA contract): max abs <= 1e-2 max|K|, relative L2 <= 5e-3.
+    # Attention (sparse MLA contract): max abs <= 1e-2 max|K| (max|o| <= max|K|: the tighter
+    # max|o| is used), relative L2 <= 5e-3.
     o = a["o"].float().cpu()
     assert rel_l2(o, want["o"]) <= 5e-3, f"layer {layer}: attention output rel L2 {rel_l2(o, want['o']):.2e}"
-    assert (o - want["o"]).abs().max() <= 1e-2 * 3.5, f"layer {layer}: attention output max abs"
+    err, bound = (o - want["o"]).abs().max().item(), 1e-2 * want["o"].abs().max().item()
+    assert err <= bound, f"layer {layer}: attention output max abs {err:.3e} > {bound:.3e}"
     # x: two more bf16 GEMM outputs, each rounding by at most 2^-9 relative.
     x = a["x_attn"].float().cpu()
-    assert rel_l2(x, want["x_attn"]) <= 5e-3 + 2 * 2 ** -9, f"layer {layer}: x rel L2 {rel_l2(x, want['x_attn']):.2e}"
+    err = rel_l2(x, want["x_attn"])
+    assert err <= 5e-3 + 2 * 2 ** -9, f"layer {layer}: x rel L2 {err:.2e}"
     # Residual (mHC post, an fp32 fmaf chain of 5 terms): |d R| <= post * |d x| + the chain's fp32
     # roundings (5 half ulps of the terms' magnitude) + one bf16 ulp of the larger side.
     Rg, post, comb = io.residual_out.float().cpu(), io.post.cpu(), io.comb.cpu()
@@ -90,7 +93,7 @@ def check_layer(chain, layer, want):
     for k, slope in (("pre_out", sc[0] / 4), ("post_out", sc[1] / 2), ("comb_out", sc[2])):
         err = (getattr(io, k).cpu().double() - seam[k].double()).abs().reshape(T, -1).amax(1)
         ok = err <= slope * delta + 1e-5
-        assert ok.all(), f"layer {layer}: {k} off by {err.max():.2e} from the fp64 gates (bound {(slope * delta).max():.2e})"
+        assert ok.all(), f"layer {layer}: {k} off by {err.max():.2e} from the fp64 gates (bound {slope * delta.max():.2e})"
     # FFN input: the collapse may round the other way (1 ulp of it, scaled by the norm's factor),
     # then the norm's own rounding (1 ulp).
     li, want_li, y = io.layer_input.float().cpu(), seam["layer_input"], seam["collapse"]

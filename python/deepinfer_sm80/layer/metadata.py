@@ -133,7 +133,7 @@ def synthetic_step(cfg, requests, *, num_decodes, device="cpu", max_tokens=None,
 
 
 def random_caches(cfg, role, sizes, *, device="cpu", gen=None):
-    """LayerCaches of `role` filled with random valid content (finite e4m3 codes, UE8M0 scales
+    """LayerCaches of `role` (made on gen's device, then moved to `device`) filled with random valid content (finite e4m3 codes, UE8M0 scales
     118..122 so |K| <= ~3.5 like an RMS-normed latent, bf16 RoPE values, power-of-two indexer
     scales, an fp32 ring): the prior context of a step."""
     gen = gen or torch.Generator().manual_seed(1)
@@ -144,7 +144,8 @@ def random_caches(cfg, role, sizes, *, device="cpu", gen=None):
         caches.comp = _random_records(sizes["comp_pages"], P, gen)
         caches.idx = _random_indexer(sizes["comp_pages"], P, gen)
         if role.ratio == 2:
-            caches.ring = torch.randn(sizes["ring_blocks"] * cfg.ring_cap, 2 * HEAD_DIM, generator=gen)
+            caches.ring = torch.randn(sizes["ring_blocks"] * cfg.ring_cap, 2 * HEAD_DIM, generator=gen,
+                                      device=gen.device)
     for name in ("swa", "comp", "idx", "ring"):
         t = getattr(caches, name)
         if t is not None:
@@ -153,24 +154,24 @@ def random_caches(cfg, role, sizes, *, device="cpu", gen=None):
 
 
 def _random_codes(shape, gen):
-    c = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32).to(torch.uint8)
+    c = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32, device=gen.device).to(torch.uint8)
     return torch.where((c & 0x7F) == 0x7F, c ^ 1, c)  # no NaN codes (writers never emit them)
 
 
 def _random_records(pages, P, gen):
-    cache = torch.zeros(pages, page_bytes(P), dtype=torch.uint8)
+    cache = torch.zeros(pages, page_bytes(P), dtype=torch.uint8, device=gen.device)
     data = cache[:, :P * 576].view(pages, P, 576)
     data[:, :, :448] = _random_codes((pages, P, 448), gen)
-    rope = torch.randn(pages, P, 64, generator=gen).to(torch.bfloat16)
+    rope = torch.randn(pages, P, 64, generator=gen, device=gen.device).to(torch.bfloat16)
     data[:, :, 448:] = rope.view(torch.uint8).view(pages, P, 128)
     scales = cache[:, P * 576:P * 584].view(pages, P, 8)
-    scales[:, :, :7] = torch.randint(118, 123, (pages, P, 7), generator=gen, dtype=torch.int32).to(torch.uint8)
+    scales[:, :, :7] = torch.randint(118, 123, (pages, P, 7), generator=gen, dtype=torch.int32, device=gen.device).to(torch.uint8)
     return cache
 
 
 def _random_indexer(pages, P, gen):
-    cache = torch.zeros(pages, page_bytes(P, INDEXER_STATE), dtype=torch.uint8)
+    cache = torch.zeros(pages, page_bytes(P, INDEXER_STATE), dtype=torch.uint8, device=gen.device)
     cache[:, :P * 128] = _random_codes((pages, P * 128), gen)
-    e = torch.randint(-9, -5, (pages, P), generator=gen).float()
+    e = torch.randint(-9, -5, (pages, P), generator=gen, device=gen.device).float()
     cache[:, P * 128:P * 132] = torch.exp2(e).view(torch.uint8).view(pages, P * 4)
     return cache

@@ -39,33 +39,37 @@ def rope_table(max_position, theta, device="cpu"):
     """fp32 [max_position, 64]: cos of the 32 GPT-J pair angles, then their sines (plain
     theta; checkpoints with YaRN scaling pass their own table)."""
     inv = theta ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
-    ang = torch.arange(max_position, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.cat([ang.cos(), ang.sin()], 1).float().to(device)
+    ang = torch.arange(max_position, dtype=torch.float64, device=device)[:, None] * inv.to(device)[None, :]
+    return torch.cat([ang.cos(), ang.sin()], 1).float()
+
+
+def _randn(gen, *shape):
+    return torch.randn(*shape, generator=gen, device=gen.device)
 
 
 def _lin(gen, out_f, in_f):
-    return (torch.randn(out_f, in_f, generator=gen) * in_f ** -0.5).to(torch.bfloat16)
+    return (_randn(gen, out_f, in_f) * in_f ** -0.5).to(torch.bfloat16)
 
 
 def _norm_w(gen, n):
-    return (1 + 0.25 * torch.rand(n, generator=gen)).to(torch.bfloat16)
+    return (1 + 0.25 * torch.rand(n, generator=gen, device=gen.device)).to(torch.bfloat16)
 
 
 def random_weights(cfg, role, *, max_position, device="cpu", gen=None):
-    """LayerWeights of `role` at cfg's shapes: projections ~ N(0, 1/fan_in) (unit-scale
+    """LayerWeights of `role` at cfg's shapes (made on gen's device, moved to `device`): projections ~ N(0, 1/fan_in) (unit-scale
     activations), norm weights in [1, 1.25], sink ~ N(0, 1), mHC fn ~ N(0, 1/(4 hidden)),
     scale in [0.5, 1.5], base ~ N(0, 0.25); the rotary table of the layer's ratio."""
     gen = gen or torch.Generator().manual_seed(2)
     H, hd, ql, G = cfg.num_heads, cfg.hidden, cfg.q_lora_rank, cfg.o_groups
     w = LayerWeights(
         wqa_wkv=_lin(gen, ql + HEAD_DIM, hd), q_norm=_norm_w(gen, ql), kv_norm=_norm_w(gen, HEAD_DIM),
-        wq_b=_lin(gen, H * HEAD_DIM, ql), sink=torch.randn(H, generator=gen),
-        wo_a=(torch.randn(G, cfg.heads_per_group * HEAD_DIM, cfg.o_lora_rank, generator=gen)
+        wq_b=_lin(gen, H * HEAD_DIM, ql), sink=_randn(gen, H),
+        wo_a=(_randn(gen, G, cfg.heads_per_group * HEAD_DIM, cfg.o_lora_rank)
               * (cfg.heads_per_group * HEAD_DIM) ** -0.5).to(torch.bfloat16),
         wo_b=_lin(gen, hd, G * cfg.o_lora_rank),
-        fn=torch.randn(24, 4 * hd, generator=gen) * (4 * hd) ** -0.5, scale=0.5 + torch.rand(3, generator=gen),
-        base=0.5 * torch.randn(24, generator=gen), ffn_norm=_norm_w(gen, hd),
-        cos_sin=rope_table(max_position, cfg.compress_rope_theta if role.ratio else cfg.rope_theta))
+        fn=_randn(gen, 24, 4 * hd) * (4 * hd) ** -0.5, scale=0.5 + torch.rand(3, generator=gen, device=gen.device),
+        base=0.5 * _randn(gen, 24), ffn_norm=_norm_w(gen, hd),
+        cos_sin=rope_table(max_position, cfg.compress_rope_theta if role.ratio else cfg.rope_theta, gen.device))
     if role.owns_kv:
         w.wc, w.c_norm = _lin(gen, HEAD_DIM * role.ratio, hd), _norm_w(gen, HEAD_DIM)
         w.wk, w.k_norm = _lin(gen, INDEX_HEAD_DIM, HEAD_DIM), _norm_w(gen, INDEX_HEAD_DIM)
