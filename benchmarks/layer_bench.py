@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import torch  # noqa: E402
 
-LAYERS = [0, 2, 3, 20, 21, 24]
-METADATA_STAGES = ("swa_metadata", "kv_metadata", "topk_translate", "combine_topk_swa", "kv_gather_compressed")          # one layer of each role; 2, 20, 21 are the reported ones
+LAYERS = [0, 2, 3, 20, 21, 24]  # one layer of each role; 2, 20, 21 are the reported ones
+METADATA_STAGES = ("swa_metadata", "kv_metadata", "topk_translate", "combine_topk_swa", "kv_gather_compressed")
 CASES = {
     "prefill-16k": dict(requests=[(16384 - 4096, 4096)], num_decodes=0),
     "prefill-64k": dict(requests=[(65536 - 4096, 4096)], num_decodes=0),
@@ -82,18 +82,8 @@ class _Eager:
 def _graph(stages):
     if not torch.cuda.is_available():
         return _Eager(stages)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for st in stages:
-            st.run()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for st in stages:
-            st.run()
-    torch.cuda.synchronize()
-    return g
+    from deepinfer_sm80.layer import capture_graph
+    return capture_graph(stages)
 
 
 def _setup(cfg, spec, dev, seed):

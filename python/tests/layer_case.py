@@ -80,8 +80,9 @@ def check_layer(chain, layer, want):
     assert ((Rg - want["residual_out"]).abs() <= bound).all(), f"layer {layer}: residual_out beyond post*|dx| + 1 ulp"
     # The seam given the block's own x: gates within the mHC contract, the FFN input within 1 ulp.
     # Gates of the stored residual: the projection within 1e-5 of its absolute mass A (mHC
-    # contract), carried by the gate slopes (pre: sigmoid' <= 1/4 times scale[0]; post: 2 * 1/4 * scale[1]; comb: softmax'
-    # <= 1/2 times scale[2], twice for the Sinkhorn steps), plus the epilogue's 1e-5.
+    # contract), carried by the gate slopes (pre: sigmoid' <= 1/4 times scale[0]; post:
+    # 2 * 1/4 * scale[1]; comb: softmax' <= 1/2 times scale[2], twice for the Sinkhorn steps),
+    # plus the epilogue's 1e-5.
     w = chain.weights[layer]
     seam = reference_seam(cfg, w, io, x, r_new=Rg)
     bound = 2.0 ** -21 * mass + bf16_ulp(torch.maximum(Rg.abs(), seam["residual_out"].abs()))
@@ -93,7 +94,8 @@ def check_layer(chain, layer, want):
     for k, slope in (("pre_out", sc[0] / 4), ("post_out", sc[1] / 2), ("comb_out", sc[2])):
         err = (getattr(io, k).cpu().double() - seam[k].double()).abs().reshape(T, -1).amax(1)
         ok = err <= slope * delta + 1e-5
-        assert ok.all(), f"layer {layer}: {k} off by {err.max():.2e} from the fp64 gates (bound {slope * delta.max():.2e})"
+        assert ok.all(), f"layer {layer}: {k} off by {err.max():.2e} from the fp64 gates " \
+            f"(bound {slope * delta.max():.2e})"
     # FFN input: the collapse may round the other way (1 ulp of it, scaled by the norm's factor),
     # then the norm's own rounding (1 ulp).
     li, want_li, y = io.layer_input.float().cpu(), seam["layer_input"], seam["collapse"]

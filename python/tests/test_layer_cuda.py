@@ -8,7 +8,7 @@ from conftest import torch
 pytestmark = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with a CUDA device")
 
 if torch is not None:
-    from deepinfer_sm80.layer import ModelConfig, StepState
+    from deepinfer_sm80.layer import ModelConfig, StepState, capture_graph
     from layer_case import Chain, run_and_check
 
 # Long enough that top-k selects (n > 512) and that 128 candidate blocks (1,024 columns, the
@@ -28,20 +28,6 @@ def _bits(t):
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
 
 
-def _capture(stages):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for st in stages:  # warm-up outside the capture (lazy allocations, kernel loading)
-            st.run()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for st in stages:
-            st.run()
-    return g
-
-
 @pytest.mark.parametrize("layer", [20, 21])
 def test_decode_step_graph_replays(rng, layer):
     """Layer 20 (compressor, indexer stand-in, metadata builds) or 21 (consumer) of a decode
@@ -52,7 +38,7 @@ def test_decode_step_graph_replays(rng, layer):
     if layer == 21:
         chain.run(20)
     stages = chain.blocks[layer].stages(chain.io[layer], chain.meta, chain.state)
-    g = _capture(stages)
+    g = capture_graph(stages)
     io = chain.io[layer]
     outs = ("residual_out", "post_out", "comb_out", "pre_out", "layer_input")
     for round_ in range(2):

@@ -9,7 +9,7 @@ plan: LayerPlan (every buffer, allocated once); yoco: StepState (what a step bui
 block: AttentionBlock and its stages; indexer_topk: the scoring + top-k switch point;
 reference: a pure-PyTorch fp32 model of the same block.
 """
-from .block import AttentionBlock, BlockIO, Stage
+from .block import AttentionBlock, BlockIO, Stage, capture_graph
 from .config import LayerRole, ModelConfig, sharing_groups
 from .indexer_topk import implementation as indexer_topk_implementation
 from .metadata import LayerCaches, StepMetadata, random_caches, synthetic_step
@@ -18,7 +18,7 @@ from .weights import LayerWeights, random_weights, rope_table
 from .yoco import StepState
 
 __all__ = [
-    "AttentionBlock", "BlockIO", "Stage", "LayerRole", "ModelConfig", "sharing_groups",
+    "AttentionBlock", "BlockIO", "Stage", "capture_graph", "LayerRole", "ModelConfig", "sharing_groups",
     "indexer_topk_implementation", "LayerCaches", "StepMetadata", "random_caches", "synthetic_step", "LayerPlan",
     "LayerWeights", "random_weights", "rope_table", "StepState",
 ]

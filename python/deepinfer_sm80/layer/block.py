@@ -62,6 +62,24 @@ class BlockIO:
         return cls(**{k: v.to(device) for k, v in vars(io).items()})
 
 
+def capture_graph(stages):
+    """A torch.cuda.CUDAGraph of the stages (a decode step of one or more blocks), after one
+    warm-up run on a side stream (kernel loading, the activations' first use); replay() reruns
+    them on the same buffers. Build the stage lists first: that decides the YOCO builds."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for st in stages:
+            st.run()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for st in stages:
+            st.run()
+    torch.cuda.synchronize()
+    return g
+
+
 def rms_norm(x, weight, eps, out):
     """out = bf16(x * rsqrt(mean(x^2) + eps) * weight), in fp32 (vLLM's fused q/kv RMSNorm)."""
     y = x.float()

@@ -133,9 +133,9 @@ def synthetic_step(cfg, requests, *, num_decodes, device="cpu", max_tokens=None,
 
 
 def random_caches(cfg, role, sizes, *, device="cpu", gen=None):
-    """LayerCaches of `role` (made on gen's device, then moved to `device`) filled with random valid content (finite e4m3 codes, UE8M0 scales
-    118..122 so |K| <= ~3.5 like an RMS-normed latent, bf16 RoPE values, power-of-two indexer
-    scales, an fp32 ring): the prior context of a step."""
+    """LayerCaches of `role` (made on gen's device, then moved to `device`) with random valid
+    content: finite e4m3 codes, UE8M0 scales 118..122 (so |K| <= ~14, a few on average), bf16
+    RoPE values, power-of-two indexer scales, an fp32 ring. The prior context of a step."""
     gen = gen or torch.Generator().manual_seed(1)
     swa = _random_records(sizes["swa_pages"], cfg.swa_page_tokens, gen)
     caches = LayerCaches(swa=swa)
@@ -165,7 +165,8 @@ def _random_records(pages, P, gen):
     rope = torch.randn(pages, P, 64, generator=gen, device=gen.device).to(torch.bfloat16)
     data[:, :, 448:] = rope.view(torch.uint8).view(pages, P, 128)
     scales = cache[:, P * 576:P * 584].view(pages, P, 8)
-    scales[:, :, :7] = torch.randint(118, 123, (pages, P, 7), generator=gen, dtype=torch.int32, device=gen.device).to(torch.uint8)
+    enc = torch.randint(118, 123, (pages, P, 7), generator=gen, dtype=torch.int32, device=gen.device)
+    scales[:, :, :7] = enc.to(torch.uint8)
     return cache
 
 

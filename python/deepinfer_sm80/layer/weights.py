@@ -56,9 +56,10 @@ def _norm_w(gen, n):
 
 
 def random_weights(cfg, role, *, max_position, device="cpu", gen=None):
-    """LayerWeights of `role` at cfg's shapes (made on gen's device, moved to `device`): projections ~ N(0, 1/fan_in) (unit-scale
-    activations), norm weights in [1, 1.25], sink ~ N(0, 1), mHC fn ~ N(0, 1/(4 hidden)),
-    scale in [0.5, 1.5], base ~ N(0, 0.25); the rotary table of the layer's ratio."""
+    """LayerWeights of `role` at cfg's shapes (made on gen's device, moved to `device`):
+    projections ~ N(0, 1/fan_in) (unit-scale activations), norm weights in [1, 1.25], sink ~
+    N(0, 1), mHC fn ~ N(0, 1/(4 hidden)), scale in [0.5, 1.5], base ~ N(0, 0.25); the rotary
+    table of the layer's ratio."""
     gen = gen or torch.Generator().manual_seed(2)
     H, hd, ql, G = cfg.num_heads, cfg.hidden, cfg.q_lora_rank, cfg.o_groups
     w = LayerWeights(
