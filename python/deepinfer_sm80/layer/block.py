@@ -15,6 +15,7 @@ import torch
 
 from .. import ops
 from ..indices import combine_cols
+from ..mhc import mhc_fn_split
 from .config import CANDIDATE_NONE, HEAD_DIM
 from .indexer_topk import implementation, indexer_topk
 
@@ -103,6 +104,7 @@ class AttentionBlock:
         self.own = caches[layer]
         self.src = caches[self.role.kv_source] if self.role.ratio else None
         self.cols = combine_cols(cfg.index_topk if self.role.ratio else 0, cfg.window)
+        self.fn_split = mhc_fn_split(weights.fn)  # made once: the seam's tensor-core route then skips its split
 
     def forward(self, io, meta, state):
         """Run every stage of this block for the step (meta: StepMetadata, state: StepState)."""
@@ -158,7 +160,7 @@ class AttentionBlock:
         def _():
             ops.mhc_seam(a["x_attn"], io.residual, io.post, io.comb, w.fn, w.scale, w.base, io.residual_out,
                          io.post_out, io.comb_out, io.pre_out, io.layer_input, plan.workspace, io.pre_mix,
-                         w.ffn_norm)
+                         w.ffn_norm, fn_split=self.fn_split)
         return S
 
     # ---- kv source: compressor, compressed writer, index keys -------------------------------------

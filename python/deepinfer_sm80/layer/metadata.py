@@ -154,7 +154,7 @@ def random_caches(cfg, role, sizes, *, device="cpu", gen=None):
 
 
 def _random_codes(shape, gen):
-    c = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32, device=gen.device).to(torch.uint8)
+    c = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8, device=gen.device)
     return torch.where((c & 0x7F) == 0x7F, c ^ 1, c)  # no NaN codes (writers never emit them)
 
 

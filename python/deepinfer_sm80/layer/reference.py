@@ -100,10 +100,15 @@ def _f(t):
     return t.detach().cpu().float()
 
 
-def reference_block(cfg, layer, w, meta, io, ref):
+def reference_block(cfg, layer, w, meta, io, ref, selected=None):
     """The block's outputs (dict of fp32 CPU tensors: residual_out, post_out, comb_out,
     pre_out, layer_input, x_attn, o, and for index sources topk, logits, and for the candidate
-    source cand), updating ref's caches and top-k rows as the block updates the library's."""
+    source cand), updating ref's caches and top-k rows as the block updates the library's.
+
+    selected: optional (topk int32 [T, K], cand int32 [T, C] or None) that an index source
+    attends with instead of its own selection: a one-ulp difference upstream can move a
+    column across the top-k boundary, so a test checks the block's selection against its own
+    scores and then compares the rest of the block with the same sets."""
     role = cfg.role(layer)
     r, H, T = role.ratio, cfg.num_heads, meta.num_tokens
     pos = meta.positions.cpu()
@@ -124,6 +129,10 @@ def reference_block(cfg, layer, w, meta, io, ref):
         _kv_source(cfg, r, w, meta, x, pos, t2r, cs, own)
     if role.owns_indexer:
         res.update(_indexer(cfg, role, w, meta, x, qr, pos, t2r, cs, ref))
+        if selected is not None:
+            ref.topk = selected[0].tolist()
+            if selected[1] is not None:
+                ref.cand = selected[1].tolist()
     o = _attention(cfg, role, w, meta, q, pos, t2r, ref)
     o = bf16r(_rope(o, cs[pos], inverse=True))
     G = cfg.o_groups
