@@ -12,7 +12,7 @@
 # runs, DSV4_SANITIZE_ONLY the test binaries to run under it (space-separated names, default
 # all), DSV4_SANITIZE_TIMEOUT a limit in seconds for each sanitizer job;
 # DSV4_BENCH=0 skips the benchmark; DSV4_PYTHON=0 skips the Python binding's tests and the
-# PyTorch comparison (they run where python3 has torch and pytest).
+# PyTorch comparison and the attention block benchmark (they run where python3 has torch and pytest).
 set -u
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -110,6 +110,13 @@ if [ "${DSV4_PYTHON:-1}" != 0 ] && python3 -c 'import torch, pytest' 2>/dev/null
     echo "compare_torch: FAILURES" | tee -a "$out/summary.txt"; status=1
   fi
   cat "$out/compare_torch.log"
+  step "attention block benchmark (deepinfer_sm80.layer)"
+  if DSV4_LIBRARY="$lib" python3 benchmarks/layer_bench.py --out "$out/layer" >"$out/layer_bench.log" 2>&1; then
+    echo "layer_bench: done ($out/layer)" | tee -a "$out/summary.txt"
+  else
+    echo "layer_bench: FAILED" | tee -a "$out/summary.txt"; status=1
+  fi
+  tail -12 "$out/layer_bench.log"
 fi
 step "done: status $status"
 exit $status
