@@ -9,8 +9,7 @@ Cases: a 4,096-token prefill chunk at 16K and 64K context; a decode step of 4 re
 tokens (1 + 5 speculative) at 64K and 1M; 64 requests x 1 token at 16K. Decode: each stage is
 captured alone in a CUDA graph and timed by replays, the layer total is one graph of every
 stage. Prefill: eager, CUDA events around each stage and around the whole layer. Median, p10,
-p90 of --reps samples. Stages of kind 'standin' are PyTorch stand-ins for library ops not yet
-available (the indexer's scoring + top-k); rows say so.
+p90 of --reps samples.
 
 Writes DIR/layer-<device>.jsonl (ops: layer_stage, layer, layer_yoco, layer_projection_40) and
 the stacked-bar chart DIR/layer-<device>.png (benchmarks/layer_chart.py). Without a CUDA device
@@ -99,7 +98,7 @@ def _setup(cfg, spec, dev, seed):
     weights = {x: random_weights(cfg, cfg.role(x), max_position=max_pos, device=dev, gen=gen) for x in LAYERS}
     io = {x: BlockIO.random(T, cfg.hidden, device=dev) for x in LAYERS}
     plan = LayerPlan(cfg, device=dev, max_tokens=T, max_decode_tokens=max(meta.num_decode_tokens, 1),
-                     max_reqs=len(reqs), slab_rows=max_pos + cfg.window + T, decode_tokens=[meta.num_decode_tokens]
+                     max_reqs=len(reqs), max_model_len=max_pos, slab_rows=max_pos + cfg.window + T, decode_tokens=[meta.num_decode_tokens]
                      if meta.num_decode_tokens else [], **sm)
     blocks = {x: AttentionBlock(cfg, x, weights[x], caches, plan) for x in LAYERS}
     return meta, io, plan, blocks, StepState
@@ -130,17 +129,15 @@ def run_case(cfg, name, spec, reps, base, dev):
             t = _time(_graph([st]).replay, reps) if decode else _time(st.run, reps)
             breakdown[st.name] = breakdown.get(st.name, 0.0) + t["median_us"]
             rows.append(dict(base, op="layer_stage", case=case, stage=st.name, kind=st.kind,
-                             standin=st.kind == "standin", timing="graph replay" if decode else "eager", **t))
+                             timing="graph replay" if decode else "eager", **t))
         run_all = lambda: [st.run() for st in stages]  # noqa: E731
         total = _time(_graph(stages).replay, reps) if decode else _time(run_all, max(3, reps // 3))
         meta_us = sum(v for k, v in breakdown.items() if any(s.name == k and s.kind == "metadata" for s in stages))
-        standin_us = sum(v for k, v in breakdown.items() if any(s.name == k and s.kind == "standin" for s in stages))
         per_layer[layer] = dict(total=total["median_us"], metadata=meta_us, stages=breakdown)
         rows.append(dict(base, op="layer", case=case, role=blocks[layer].role.kind, **total,
                          timing="one CUDA graph" if decode else "eager", breakdown_us=breakdown,
-                         metadata_built_us=round(meta_us, 3), standin_us=round(standin_us, 3),
-                         standin_stages=[s.name for s in stages if s.kind == "standin"]))
-        print(f"{case:60s} {total['median_us']:12.1f} us  (stand-in {standin_us:.1f} us)", flush=True)
+                         metadata_built_us=round(meta_us, 3)))
+        print(f"{case:60s} {total['median_us']:12.1f} us", flush=True)
     rows += _yoco_and_projection(cfg, name, spec, meta, blocks, per_layer, base, StepState)
     return rows
 
@@ -190,14 +187,13 @@ def _yoco_and_projection(cfg, name, spec, meta, blocks, per_layer, base, StepSta
                  saved_us=round(out[False][1] - out[True][1], 3))]
     nonmeta = {x: d["total"] - d["metadata"] for x, d in per_layer.items()}
     total = sum(nonmeta[_representative(cfg, x)] for x in range(cfg.num_layers)) + out[True][1]
-    standin = sum(per_layer[_representative(cfg, x)]["stages"].get("indexer_topk", 0.0)
+    indexer = sum(per_layer[_representative(cfg, x)]["stages"].get("indexer_topk", 0.0)
                   for x in range(cfg.num_layers) if cfg.role(x).owns_indexer)
     rows.append(dict(base, op="layer_projection_40", case=case, scope="attention + mHC seam only (MoE excluded)",
-                     per_step_us=round(total, 3), indexer_standin_us=round(standin, 3),
-                     per_step_without_standin_us=round(total - standin, 3),
+                     per_step_us=round(total, 3), indexer_topk_us=round(indexer, 3),
                      note="sum over the 40 layers of the measured layer of the same role; metadata counted as YOCO "
                           "builds it"))
-    print(f"{case}: 40-layer attention + mHC {total / 1000:.2f} ms (indexer stand-in {standin / 1000:.2f} ms); "
+    print(f"{case}: 40-layer attention + mHC {total / 1000:.2f} ms (indexer top-k {indexer / 1000:.2f} ms); "
           f"YOCO saves {(out[False][1] - out[True][1]):.1f} us of metadata builds ({out[True][0]} vs {out[False][0]})")
     return rows
 
@@ -219,7 +215,7 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from deepinfer_sm80 import version
-    from deepinfer_sm80.layer import ModelConfig, indexer_topk_implementation
+    from deepinfer_sm80.layer import ModelConfig
     cases = {k: CASES[k] for k in (args.case or CASES)}
     if args.cpu_dry_run:
         cfg, dev, name = ModelConfig().small(), torch.device("cpu"), "cpu-dry-run"
@@ -243,7 +239,7 @@ def main():
     import os
     commit = os.environ.get("DSV4_COMMIT", commit)
     base = dict(lib=version(), commit=commit, device=name, sm_count=sm_count,
-                torch=torch.__version__, heads=cfg.num_heads, indexer_topk=indexer_topk_implementation(),
+                torch=torch.__version__, heads=cfg.num_heads,
                 date=time.strftime("%Y-%m-%d"), command="python3 benchmarks/layer_bench.py --out DIR")
     path = out / f"layer-{name.replace(' ', '-')}.jsonl"
     rows = []

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The stacked-bar chart of layer_bench.py's results: per measured layer and case, the time of
-each stage (library ops, torch GEMMs, YOCO metadata builds; hatched: PyTorch stand-ins).
+each stage (library ops, torch GEMMs, YOCO metadata builds).
 
     python3 benchmarks/layer_chart.py RESULTS.jsonl --out CHART.png   (or .svg)
 """
@@ -8,7 +8,7 @@ import argparse
 import json
 import pathlib
 
-COLORS = {"dense": "#4c72b0", "op": "#55a868", "metadata": "#dd8452", "standin": "#c44e52"}
+COLORS = {"dense": "#4c72b0", "op": "#55a868", "metadata": "#dd8452"}
 
 
 def main():
@@ -32,8 +32,7 @@ def main():
             left = 0.0
             for stage, us in r["breakdown_us"].items():
                 kind = kinds.get((r["case"], stage), "op")
-                ax.barh(i, us, left=left, color=COLORS[kind], edgecolor="white", linewidth=0.5,
-                        hatch="//" if kind == "standin" else None)
+                ax.barh(i, us, left=left, color=COLORS[kind], edgecolor="white", linewidth=0.5)
                 if us > 0.06 * max(x["median_us"] for x in sel):
                     ax.text(left + us / 2, i, stage, ha="center", va="center", fontsize=6, color="white")
                 left += us
@@ -42,9 +41,8 @@ def main():
         ax.invert_yaxis()
         ax.set_xlabel("microseconds (median; stages timed one by one)")
         ax.set_title(f"V4.1 attention block, {phase}", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c, hatch="//" if k == "standin" else None) for k, c in COLORS.items()]
-    fig.legend(handles, ["torch GEMM", "library op", "YOCO metadata", "PyTorch stand-in"], loc="lower right",
-               fontsize=7, ncol=4)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
+    fig.legend(handles, ["torch GEMM", "library op", "YOCO metadata"], loc="lower right", fontsize=7, ncol=3)
     dev = layers[0]["device"] if layers else "?"
     fig.suptitle(f"{dev}, commit {layers[0]['commit'] if layers else '?'}", fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))

@@ -38,7 +38,7 @@ class Chain:
         self.io = {x: BlockIO.random(T, cfg.hidden, device=device, gen=gen) for x in layers}
         slab_rows = max(c + q for c, q in requests) + cfg.window + T
         self.plan = LayerPlan(cfg, device=device, max_tokens=T, max_decode_tokens=max(self.meta.num_decode_tokens, 1),
-                              max_reqs=len(requests), slab_rows=slab_rows, sm_count=0 if device != "cpu" else 108)
+                              max_reqs=len(requests), max_model_len=max_pos, slab_rows=slab_rows, sm_count=0 if device != "cpu" else 108)
         self.state = StepState(self.meta, reuse=reuse)
         self.blocks = {x: AttentionBlock(cfg, x, self.weights[x], self.caches, self.plan) for x in layers}
 

@@ -1,6 +1,6 @@
 """deepinfer_sm80.layer on CPU tensors (the C references): layer roles, a step through a chain
 of blocks against the pure-PyTorch fp32 reference, YOCO reuse (build counts, and outputs equal
-to rebuilding at every layer), the top-k stand-in's selection rule. Small shapes (ModelConfig.small)."""
+to rebuilding at every layer). Small shapes (ModelConfig.small)."""
 import pytest
 
 from conftest import SEED, torch
@@ -9,7 +9,6 @@ pytestmark = pytest.mark.skipif(torch is None, reason="needs torch")
 
 if torch is not None:
     from deepinfer_sm80.layer import ModelConfig, sharing_groups
-    from deepinfer_sm80.layer import indexer_topk as itk
     from layer_case import MIXED, Chain, run_and_check
 
 CHAIN = [0, 2, 3, 20, 21, 24]
@@ -75,25 +74,3 @@ def test_build_counts_of_a_40_layer_step():
         w = random_weights(cfg, cfg.role(x), max_position=2)
         AttentionBlock(cfg, x, w, caches, chain.plan).stages(chain.io[0], chain.meta, state)
     assert dict(state.builds) == dict(swa=1, kv=4, kv_gather=4, index=9), dict(state.builds)
-
-
-def test_selection_rule_known_answers():
-    """indexer.md-style cases: ties to the lower index, NaN first, -0.0 = +0.0, short rows."""
-    nan, inf = float("nan"), float("inf")
-    lg = torch.tensor([[1, 3, 3, nan, -inf, 2, 3, 0], [0.0, -0.0, -1, -0.0, -2, -2, -2, -2]])
-    el = torch.tensor([[True] * 8, [True] * 4 + [False] * 4])
-    assert itk.select(lg, el, 4).tolist() == [[1, 2, 3, 6], [0, 1, 2, 3]]
-    assert itk.select(lg[1:, :4], torch.tensor([[True, True, True, False]]), 4).tolist() == [[0, 1, 2, -1]]
-    assert itk.select(lg[1:, :4], el[1:, :4], 2).tolist() == [[0, 1]]
-    # Candidate source: C = 2, blocks of 8; n = 20: maxima 5, 7, pinned -> [1, 2]; n = 24 ties -> [0, 2].
-    row = torch.full((2, 24), -1.0)
-    row[0, 3], row[0, 9], row[0, 17] = 5, 7, 1
-    row[1, 3], row[1, 9], row[1, 17] = 5, 5, 9
-    assert itk.candidate_blocks(row, torch.tensor([20, 24]), 2, 8).tolist() == [[1, 2], [0, 2]]
-    # Consumer: listed blocks {1, 2} and {2, 0} (-1 and 7 ignored) of n = 20.
-    cand = torch.tensor([[1, 2, -1, -1], [2, 0, -1, 7]])
-    cols = itk.candidate_columns(cand, torch.tensor([20, 20]), 24, 8)
-    assert torch.nonzero(cols[0]).flatten().tolist() == list(range(8, 20))
-    assert torch.nonzero(cols[1]).flatten().tolist() == list(range(8)) + list(range(16, 20))
-    kat = torch.tensor([[9.0] * 8 + [1, 2, 3, 4, 5, 6, 7, 8, 8, 0, -1, nan, -5, -5, -5, -5]] * 2)
-    assert itk.select(kat, cols, 4).tolist() == [[14, 15, 16, 19], [0, 1, 2, 19]]

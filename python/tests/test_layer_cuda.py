@@ -30,7 +30,7 @@ def _bits(t):
 
 @pytest.mark.parametrize("layer", [20, 21])
 def test_decode_step_graph_replays(rng, layer):
-    """Layer 20 (compressor, indexer stand-in, metadata builds) or 21 (consumer) of a decode
+    """Layer 20 (compressor, indexer top-k with candidates, metadata builds) or 21 (consumer) of a decode
     step of 4 requests x 6 tokens in one CUDA graph; replays with new inputs equal eager runs."""
     seed = int(rng.integers(1 << 30))
     cfg = ModelConfig()

@@ -6,12 +6,11 @@ the per-step metadata. Needs torch (import it explicitly: `import deepinfer_sm80
 
 config: model constants and layer roles; metadata: the per-step StepMetadata and the caches;
 plan: LayerPlan (every buffer, allocated once); yoco: StepState (what a step built, reused);
-block: AttentionBlock and its stages; indexer_topk: the scoring + top-k switch point;
+block: AttentionBlock and its stages;
 reference: a pure-PyTorch fp32 model of the same block.
 """
 from .block import AttentionBlock, BlockIO, Stage, capture_graph
 from .config import LayerRole, ModelConfig, sharing_groups
-from .indexer_topk import implementation as indexer_topk_implementation
 from .metadata import LayerCaches, StepMetadata, random_caches, synthetic_step
 from .plan import LayerPlan
 from .weights import LayerWeights, random_weights, rope_table
@@ -19,6 +18,6 @@ from .yoco import StepState
 
 __all__ = [
     "AttentionBlock", "BlockIO", "Stage", "capture_graph", "LayerRole", "ModelConfig", "sharing_groups",
-    "indexer_topk_implementation", "LayerCaches", "StepMetadata", "random_caches", "synthetic_step", "LayerPlan",
+    "LayerCaches", "StepMetadata", "random_caches", "synthetic_step", "LayerPlan",
     "LayerWeights", "random_weights", "rope_table", "StepState",
 ]

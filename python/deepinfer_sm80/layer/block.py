@@ -5,8 +5,8 @@
     -> sparse MLA decode (decode rows) and gather + sparse MLA prefill (prefill chunks)
     -> inverse RoPE -> o-projection -> mHC seam (post of this site + the FFN site's gates).
 
-Dense projections are torch bf16 GEMMs; everything else is a library op (torch.ops.dsv4),
-except the indexer's scoring, which goes through indexer_topk.indexer_topk. A forward is a list
+Dense projections are torch bf16 GEMMs; everything else is a library op (torch.ops.dsv4). A
+forward is a list
 of named stages (`stages()`), so that a benchmark can time each one and capture the list.
 """
 from dataclasses import dataclass
@@ -17,13 +17,12 @@ from .. import ops
 from ..indices import combine_cols
 from ..mhc import mhc_fn_split
 from .config import CANDIDATE_NONE, HEAD_DIM
-from .indexer_topk import implementation, indexer_topk
 
 
 @dataclass
 class Stage:
     """One step of a forward: name, what it runs (dense: torch GEMMs; op: a library op;
-    standin: a PyTorch stand-in for a library op still to come; metadata: YOCO-shareable)."""
+    metadata: YOCO-shareable)."""
     name: str
     kind: str
     run: object
@@ -210,14 +209,13 @@ class AttentionBlock:
         def _():
             ops.indexer_q(a["q_idx"], a["w_raw"], meta.positions, w.cos_sin, a["q8"], a["w"])
 
-        @add("indexer_topk", "op" if implementation() == "library" else "standin")
+        @add("indexer_topk", "op")
         def _():
-            indexer_topk(a["q8"], a["w"], meta.positions, meta.token_to_req, meta.is_valid_token,
-                         meta.comp_block_table, self.src.idx, meta.topk_buffer[:T],
-                         page_tokens=cfg.comp_page_tokens(role.ratio), ratio=role.ratio, topk=cfg.index_topk,
-                         max_keys=meta.max_keys[role.ratio], candidate_mode=role.candidate_mode,
-                         cand=meta.candidate_buffer[:T] if role.candidate_mode != CANDIDATE_NONE else None,
-                         candidate_count=cfg.candidate_blocks, candidate_block=cfg.candidate_block_size)
+            cand = meta.candidate_buffer[:T] if role.candidate_mode != CANDIDATE_NONE else None
+            ops.indexer_topk(a["q8"], a["w"], meta.positions, meta.token_to_req, meta.comp_block_table, self.src.idx,
+                             meta.topk_buffer[:T], self.plan.workspace, meta.is_valid_token, cand, ratio=role.ratio,
+                             page_tokens=cfg.comp_page_tokens(role.ratio), max_keys=self.plan.max_keys[role.ratio],
+                             candidate_mode=role.candidate_mode)
 
     # ---- YOCO metadata ------------------------------------------------------------------------
     def _metadata_stages(self, add, meta, state):

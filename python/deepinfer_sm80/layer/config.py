@@ -60,7 +60,7 @@ class ModelConfig:
 
     def small(self, **overrides):
         """A reduced configuration with the same structure, for CPU tests (C references)."""
-        base = dict(hidden=512, num_heads=16, q_lora_rank=128, o_lora_rank=64, o_groups=2, index_heads=4,
+        base = dict(hidden=512, num_heads=16, q_lora_rank=128, o_lora_rank=64, o_groups=2, index_heads=32,
                     index_topk=16, candidate_blocks=4)
         base.update(overrides)
         return replace(self, **base)

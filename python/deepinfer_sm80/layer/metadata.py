@@ -6,7 +6,7 @@ page; the compressed and indexer caches of every kv source share one block table
 block_tokens-token (128) blocks, block_tokens // ratio states a page; page 0 is vLLM's null page.
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -32,9 +32,7 @@ class StepMetadata:
     (ratio-2 compressor ring, -1 none); topk_buffer int32 [>= T, index_topk] and
     candidate_buffer int32 [>= T, candidate_blocks] (shared across layers). Host values:
     num_decodes, num_decode_tokens, query_start_loc_cpu and seq_lens_cpu (lists),
-    prefill_chunks [(first request, end request)] of at most 4 prefill requests each, and
-    max_keys {ratio: bound on (position + 1) // ratio} (sizes the indexer's scoring; for a
-    captured decode graph, pass the capture's bound)."""
+    prefill_chunks [(first request, end request)] of at most 4 prefill requests each."""
     num_decodes: int
     num_decode_tokens: int
     positions: torch.Tensor
@@ -52,7 +50,6 @@ class StepMetadata:
     query_start_loc_cpu: list
     seq_lens_cpu: list
     prefill_chunks: list
-    max_keys: dict = field(default_factory=dict)
 
     @property
     def num_tokens(self):
@@ -127,8 +124,7 @@ def synthetic_step(cfg, requests, *, num_decodes, device="cpu", max_tokens=None,
         topk_buffer=torch.full((rows, cfg.index_topk), -1, dtype=torch.int32, device=dev),
         candidate_buffer=torch.full((rows, cfg.candidate_blocks), -1, dtype=torch.int32, device=dev),
         query_start_loc_cpu=qsl, seq_lens_cpu=lens,
-        prefill_chunks=[(prefill[i], prefill[min(i + 4, len(prefill)) - 1] + 1) for i in range(0, len(prefill), 4)],
-        max_keys={r: max(lens) // r for r in comp_slot})
+        prefill_chunks=[(prefill[i], prefill[min(i + 4, len(prefill)) - 1] + 1) for i in range(0, len(prefill), 4)])
     return meta, dict(swa_pages=n_swa + 1, comp_pages=n_comp + 1, ring_blocks=R + 1)
 
 

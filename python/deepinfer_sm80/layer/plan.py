@@ -12,15 +12,16 @@ from .config import HEAD_DIM, INDEX_HEAD_DIM
 
 class LayerPlan:
     """Buffers for steps of at most max_tokens tokens (max_decode_tokens of them decode rows),
-    max_reqs requests, prefill chunks of at most slab_reqs requests whose slab holds slab_rows
-    bf16 rows per request (>= compressed entries + gathered SWA rows of a request).
+    max_reqs requests, positions below max_model_len, prefill chunks of at most slab_reqs requests
+    whose slab holds slab_rows bf16 rows per request (>= compressed entries + gathered SWA rows
+    of a request).
 
     num_splits / sm_count: the split-KV choice of sparse_mla_decode (0 = the library's; on a
     machine without a GPU pass sm_count). decode_tokens: the decode row counts a graph is
     captured for (default 1..max_decode_tokens)."""
 
-    def __init__(self, cfg, *, device, max_tokens, max_decode_tokens, max_reqs, slab_rows, slab_reqs=4,
-                 num_splits=0, sm_count=0, decode_tokens=None):
+    def __init__(self, cfg, *, device, max_tokens, max_decode_tokens, max_reqs, max_model_len, slab_rows,
+                 slab_reqs=4, num_splits=0, sm_count=0, decode_tokens=None):
         self.cfg, self.device = cfg, torch.device(device)
         self.max_tokens, self.slab_rows = max_tokens, slab_rows
         self.decode_kw = dict(num_splits=num_splits, sm_count=sm_count)
@@ -34,6 +35,13 @@ class LayerPlan:
         seam_tokens = sorted(set(list(range(1, min(max_tokens, 64) + 1)) + list(range(64, max_tokens + 1, 64))
                                  + [max_tokens] + dec))
         self.planner.mhc_seam(seam_tokens, cfg.hidden)
+        # The indexer's column bound per ratio: fixed, so that a captured graph's descriptor is.
+        self.max_keys = {r: max_model_len // r for r in set(cfg.compress_ratios) - {0}}
+        scored = {(cfg.role(x).ratio, cfg.role(x).candidate_mode) for x in cfg.index_sources}
+        for r, mode in sorted(scored):
+            self.planner.indexer_topk(range(1, max_tokens + 1), cfg.index_heads, cfg.index_topk, ratio=r,
+                                      max_keys=self.max_keys[r], page_tokens=cfg.comp_page_tokens(r),
+                                      candidate_mode=mode, candidate_count=cfg.candidate_blocks)
         self.workspace = self.planner.workspace(self.device)
         i32 = dict(dtype=torch.int32, device=self.device)
         W, K = cfg.window, cfg.index_topk
