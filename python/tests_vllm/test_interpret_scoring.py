@@ -129,6 +129,16 @@ def _slots(s):
     return rows
 
 
+def _keys(s, b, n):
+    """Request b's first n index keys from the paged cache: e4m3 [n, 128] and fp32 scales [n]."""
+    flat = s.cache.view(s.cache.shape[0], -1)
+    cols = torch.arange(n)
+    page = s.table[b, cols // P].long().unsqueeze(1)
+    k = flat[page, (cols % P).unsqueeze(1) * 128 + torch.arange(128)].view(torch.float8_e4m3fn)
+    sk = flat[page, P * 128 + (cols % P).unsqueeze(1) * 4 + torch.arange(4)].contiguous().view(torch.float32)
+    return k, sk.view(-1)
+
+
 def _paged_logits(s, rows):
     """vLLM's fp8_paged_mqa_logits_torch over `rows` (flattened to next_n = 1, one block-table row
     each, as vLLM's flattening path passes them), and the absolute mass A per row."""
@@ -141,16 +151,12 @@ def _paged_logits(s, rows):
     tables = s.table[[b for _, b, _ in rows]]
     logits = fp8_paged_mqa_logits_torch(q, s.cache, s.w[idx], ctx, tables, W)
     mass = []
-    flat = s.cache.view(s.cache.shape[0], -1)
     for (t, b, n), i in zip(rows, idx):
         if n == 0:
             mass.append(0.0)
             continue
-        cols = torch.arange(n)
-        page = s.table[b, cols // P].long()
-        k = flat[page.unsqueeze(1), (cols % P).unsqueeze(1) * 128 + torch.arange(128)].view(torch.float8_e4m3fn)
-        sk = flat[page.unsqueeze(1), P * 128 + (cols % P).unsqueeze(1) * 4 + torch.arange(4)].contiguous()
-        sk = sk.view(torch.float32).view(-1).double()
+        k, sk = _keys(s, b, n)
+        sk = sk.double()
         qd = s.q8[i].view(torch.float8_e4m3fn).double()
         a = torch.einsum("hd,nd->hn", qd.abs(), k.double().abs())
         mass.append(float((sk * (s.w[i].double().abs()[:, None] * a).sum(0)).max()))
@@ -218,14 +224,9 @@ def test_topk_against_vllm(seed, monkeypatch, ratio):
 
     first = sum(DECODE_LENS)
     pre = list(range(first, first + PREFILL_LEN))
-    N = s.seq[3] // ratio
-    flat = s.cache.view(s.cache.shape[0], -1)
-    cols = torch.arange(N)
-    page = s.table[3, cols // P].long()
-    k = flat[page.unsqueeze(1), (cols % P).unsqueeze(1) * 128 + torch.arange(128)].view(torch.float8_e4m3fn)
-    sk = flat[page.unsqueeze(1), P * 128 + (cols % P).unsqueeze(1) * 4 + torch.arange(4)].contiguous()
+    k, sk = _keys(s, 3, s.seq[3] // ratio)
     ke = torch.tensor([s.n[t] for t in pre], dtype=torch.int32)
-    plog = fp8_mqa_logits_torch(s.q8[pre].view(torch.float8_e4m3fn), (k, sk.view(torch.float32).view(-1)), s.w[pre],
+    plog = fp8_mqa_logits_torch(s.q8[pre].view(torch.float8_e4m3fn), (k, sk), s.w[pre],
                                 torch.zeros(PREFILL_LEN, dtype=torch.int32), ke)
     pnear = 0
     for i, t in enumerate(pre):
@@ -235,7 +236,7 @@ def test_topk_against_vllm(seed, monkeypatch, ratio):
     long_rows = sum(1 for n in s.n if n > K)
     print(f"ratio {ratio}: {compared} rows ({long_rows} longer than K={K}), ours {near} / vLLM {theirs_near} columns "
           f"off the exact reference set within the margin; prefill vs fp8_mqa_logits_torch: {pnear}")
-    assert long_rows >= 10 and long_rows < compared, "rows of both kinds (n_t > K and n_t <= K) expected"
+    assert sum(DECODE_LENS) <= long_rows < compared, "rows of both kinds (n_t > K and n_t <= K) expected"
 
 
 def test_candidates_against_vllm(seed, monkeypatch):

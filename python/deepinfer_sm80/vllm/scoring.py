@@ -22,7 +22,7 @@ reaches this op agree. Every column of the rows scored is written (no -1 pre-fil
 
 The workspace is planned once per geometry and reserved in the profile run through vLLM's
 workspace manager, so no call allocates it (CUDA-graph capture included). Rows are scored in
-calls of at most `rows_per_call` rows, which keeps the workspace within
+calls of at most plan()'s row count, which keeps the workspace within
 VLLM_SPARSE_INDEXER_MAX_LOGITS_MB (the budget vLLM sizes its logits by).
 """
 import torch
