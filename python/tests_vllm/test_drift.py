@@ -58,3 +58,25 @@ def test_subclassed_names():
               "num_prefill_tokens", "prefill_seq_lens", "prefill_gather_lens"):
         assert f in fields, f
     assert callable(sparse_swa.DeepseekSparseSWAMetadata.get_prefill_chunk_plan)
+
+
+def test_scoring_inputs():
+    """What the indexer's scoring op reads from vLLM: the SWA metadata's per-token fields, the
+    indexer metadata's block table, the forward context's per-step dict, the logits budget, and the
+    indexer passing max_model_len // compress_ratio as the scoring op's max_model_len."""
+    import dataclasses
+
+    from vllm import envs
+    from vllm.forward_context import ForwardContext
+    from vllm.models.deepseek_v41 import attention
+    from vllm.v1.attention.backends.mla import indexer, sparse_swa
+
+    fields = sparse_swa.DeepseekSparseSWAMetadata.__dataclass_fields__
+    for f in ("seq_lens", "query_start_loc", "is_valid_token", "token_to_req_indices"):
+        assert f in fields, f
+    assert "block_table" in indexer.DeepseekV32IndexerMetadata.__dataclass_fields__
+    assert "additional_kwargs" in {f.name for f in dataclasses.fields(ForwardContext)}
+    assert isinstance(envs.VLLM_SPARSE_INDEXER_MAX_LOGITS_MB, int)
+    src = inspect.getsource(attention.DeepseekV4Indexer.__init__)
+    assert "vllm_config.model_config.max_model_len // self.compress_ratio" in src
+    assert "candidate_write=candidate_write" in src and "skip_k_cache_insert=True" in src

@@ -86,3 +86,54 @@ def test_o_proj(seed):
     layer.wo_a = types.SimpleNamespace(weight=wo_a.float())
     with pytest.raises(NotImplementedError, match="bf16 wo_a"):
         layer._o_proj(attn_out, positions)
+
+
+@pytest.mark.parametrize("decode_lens", [(2, 2, 2), (3, 1, 2)])
+def test_scoring_rows(seed, decode_lens):
+    """The scoring op's rows from vLLM's SWA metadata (decode requests, a prefill request, padding
+    tokens naming a request out of range): request, position and validity per token, and the causal
+    bound (pos + 1) // r against the per-token context lengths vLLM's indexer metadata builder
+    computes for the same decode rows (_prepare_decode_tensors: native [B, next_n] for a uniform
+    batch, flattened per token otherwise)."""
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerMetadataBuilder as Builder
+    from vllm.v1.attention.backends.mla.sparse_swa import DeepseekSparseSWAMetadata
+
+    from deepinfer_sm80.vllm.scoring import step_rows
+
+    g = gen(seed)
+    qlens = list(decode_lens) + [7]
+    R, pad = len(qlens), 3
+    seq = [int(x) + n for x, n in zip(torch.randint(1, 300, (R,), generator=g), qlens)]
+    T = sum(qlens) + pad
+    qsl = torch.tensor([0] + torch.tensor(qlens).cumsum(0).tolist(), dtype=torch.int32)
+    req = torch.repeat_interleave(torch.arange(R, dtype=torch.int32), torch.tensor(qlens))
+    req = torch.cat([req, torch.tensor([R + 5, 0, -1], dtype=torch.int32)])
+    valid = torch.arange(T) < T - pad
+    valid[1] = False  # a token without a slot inside the batch
+    swa = DeepseekSparseSWAMetadata(block_table=torch.zeros((R, 1), dtype=torch.int32), slot_mapping=torch.zeros(T),
+                                    block_size=32, seq_lens=torch.tensor(seq, dtype=torch.int32), query_start_loc=qsl,
+                                    query_start_loc_cpu=qsl, is_valid_token=valid, token_to_req_indices=req)
+    rows = T + 4  # CUDA-graph padding past the metadata's tokens
+    got_req, got_pos, got_valid = step_rows(swa, rows, torch.device("cpu"))
+    want_pos = [seq[b] - qlens[b] + i for b in range(R) for i in range(qlens[b])]
+    n_tok = T - pad
+    assert got_pos[:n_tok].tolist() == want_pos
+    assert got_req[:T].tolist() == req.tolist() and got_req[T:].tolist() == [-1] * 4
+    assert got_valid.tolist() == valid.to(torch.uint8).tolist() + [0] * 4
+    assert got_req.dtype == torch.int32 and got_pos.dtype == torch.int64 and got_valid.dtype == torch.uint8
+    # vLLM's decode context lengths for the same tokens (uncompressed; the builder then divides by r).
+    nd, nt = 3, sum(decode_lens)
+    cap = 64
+    fake = types.SimpleNamespace(vllm_config=types.SimpleNamespace(speculative_config=None), supports_varlen=False,
+                                 decode_seq_lens_buffer=torch.zeros(cap, dtype=torch.int32),
+                                 offsets_buffer=torch.arange(max(decode_lens), dtype=torch.int32),
+                                 decode_lens_buffer=torch.zeros(cap, dtype=torch.int32),
+                                 expanded_block_table_buffer=torch.zeros((cap, 4), dtype=torch.int32),
+                                 arange_buffer=torch.arange(cap, dtype=torch.int32))
+    uniform = len(set(decode_lens)) == 1
+    lens = torch.tensor(decode_lens, dtype=torch.int32)
+    ctx = Builder._prepare_decode_tensors(fake, torch.tensor(seq[:nd], dtype=torch.int32),
+                                          torch.zeros((nd, 4), dtype=torch.int32), lens, lens, qsl[:nd], nd, nt,
+                                          uniform, max(decode_lens), max(decode_lens))[0]
+    for ratio in (1, 2):
+        assert ((ctx.reshape(-1) // ratio)[:nt]).tolist() == ((got_pos[:nt] + 1) // ratio).tolist()

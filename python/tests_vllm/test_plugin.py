@@ -203,30 +203,53 @@ def test_padded_heads():
 
 def test_scoring_op_builds_without_warmup(monkeypatch):
     """The indexer's scoring op skips SparseAttnIndexer's constructor: no DeepGEMM check, no fp8
-    pack_seq warm-up registered; its scoring raises the missing-op error outside the profile run."""
+    pack_seq warm-up registered; the profile run reserves its workspace (planned once) and returns
+    the buffer untouched; a step without the SWA prefix (built outside the attention) says so."""
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.forward_context import set_forward_context
 
+    from deepinfer_sm80.vllm import scoring
     from deepinfer_sm80.vllm.attention import DeepInferIndexer, DeepInferSparseAttnIndexer
-    from deepinfer_sm80.vllm.scoring import MISSING
 
     assert DeepInferIndexer.attn_cls is DeepInferSparseAttnIndexer
     from vllm.v1.attention.ops import common
 
-    registered = []
+    registered, reserved = [], []
     monkeypatch.setattr(type(common._PACK_SEQ_TRITON_KERNEL), "register_warmup",
                         lambda self, **kw: registered.append(kw))
+    monkeypatch.setattr(scoring, "workspace", lambda n: reserved.append(n))
     k_cache = types.SimpleNamespace(prefix="model.layers.2.attn.indexer.k_cache", kv_cache=torch.empty(0))
     buf = torch.full((4, 8), -7, dtype=torch.int32)
     with set_current_vllm_config(VllmConfig()):
         op = DeepInferSparseAttnIndexer(k_cache, 128, "ue8m0", 8, 128, 64, 64, buf, skip_k_cache_insert=True,
                                         compress_ratio=2)
-        assert not registered
+        assert not registered and op.swa_prefix is None
         with set_forward_context(None, VllmConfig()):
-            assert op(torch.empty(4, 16), torch.empty(4, 2, 128), None, torch.empty(4, 2)) is buf
+            assert op(torch.empty(4, 16), torch.empty(4, 32, 128), None, torch.empty(4, 32)) is buf
+        assert reserved == [scoring.plan(op, 32)[1]] and reserved[0] > 0
+        assert torch.equal(buf, torch.full((4, 8), -7, dtype=torch.int32))
         with set_forward_context({k_cache.prefix: object()}, VllmConfig()):
-            with pytest.raises(NotImplementedError) as e:
-                op(torch.empty(4, 16), torch.empty(4, 2, 128), None, torch.empty(4, 2))
+            with pytest.raises(RuntimeError, match="no SWA metadata"):
+                op(torch.empty(4, 16), torch.empty(4, 32, 128), None, torch.empty(4, 32))
         with pytest.raises(NotImplementedError, match="MXFP4"):
             DeepInferSparseAttnIndexer(k_cache, 128, "ue8m0", 8, 128, 64, 64, buf, use_fp4_cache=True)
-    assert str(e.value) == MISSING and "dsv4_indexer_topk" in MISSING
+        cand = DeepInferSparseAttnIndexer(k_cache, 128, "ue8m0", 8, 128, 64, 64, buf, candidate_blocks=buf,
+                                          candidate_block_size=16, candidate_write=True)
+        with pytest.raises(NotImplementedError, match="blocks of 16"):
+            scoring.candidate_mode(cand)
+
+
+def test_scoring_plan_fits_the_logits_budget(monkeypatch):
+    """Rows per call shrink until the planned workspace fits VLLM_SPARSE_INDEXER_MAX_LOGITS_MB."""
+    from deepinfer_sm80.planner import Planner
+    from deepinfer_sm80.vllm import scoring
+
+    layer = types.SimpleNamespace(candidate_blocks=torch.empty(8192, 2048, dtype=torch.int32), candidate_block_size=8,
+                                  candidate_write=True, topk_indices_buffer=torch.empty(8192, 512, dtype=torch.int32),
+                                  topk_tokens=512, compress_ratio=1, max_model_len=1 << 20)
+    rows, need = scoring.plan(layer, 32)
+    assert 1 <= rows < 8192 and need <= 512 << 20
+    assert Planner().indexer_topk(2 * rows, 32, 512, ratio=1, max_keys=1 << 20, page_tokens=64, candidate_mode=1,
+                                  candidate_count=2048) > 512 << 20
+    layer.max_model_len = 4096
+    assert scoring.plan(layer, 32)[0] == 8192

@@ -19,7 +19,8 @@ What the SM8x path replaces (vLLM 0.33.0 name -> libdsv4 op, mechanism):
       -> kv_gather + combine_topk_swa + sparse_mla_prefill              (attention subclass)
   fused_inv_rope_fp8_quant in _o_proj -> inv_rope + torch.bmm           (attention subclass)
   indexer query prep / key store -> indexer_q / indexer_k_store          (indexer subclass)
-  indexer scoring (DeepGEMM logits + top-k) -> indexer_topk              (scoring op class)
+  indexer scoring (DeepGEMM logits, K gather, top-k, V4.1 candidate blocks)
+      -> indexer_topk (rows from the SWA metadata, paged keys)            (scoring op class)
   compressor fused_save_compress_norm / rope_quant_insert -> compress / kv_rope_insert
                                                                           (compressor class swap)
   _engram_lookup_kernel -> engram_lookup                                  (vLLM's kernel registry)
@@ -135,7 +136,7 @@ def install_worker_hooks(capability=None):
     off = disabled_ops()
     done = hooks.install(off)
     done += ["attention: DeepInferV41Attention (sparse_mla_decode, topk_translate, kv_gather, combine_topk_swa, "
-             "sparse_mla_prefill, inv_rope)", "indexer: DeepInferIndexer (indexer_q, indexer_k_store, indexer_topk)"]
+             "sparse_mla_prefill, inv_rope)", "indexer: DeepInferIndexer (indexer_q, indexer_k_store, indexer_topk with candidate blocks)"]
     if "compress" not in off:
         done.append("compressor: DeepInferCompressor (compress, kv_rope_insert)")
     else:

@@ -72,6 +72,9 @@ class DeepInferV41Attention(DeepseekV4FlashMLAAttention):
         self._compressed_page_tokens = vllm_config.cache_config.block_size // max(self.compress_ratio, 1)
         if self.compressor is not None:
             self.compressor.__class__ = DeepInferCompressor
+        if self.indexer is not None and isinstance(self.indexer.indexer_op, DeepInferSparseAttnIndexer):
+            # The scoring op takes each token's request and position from this layer's SWA metadata.
+            self.indexer.indexer_op.swa_prefix = self.swa_cache_layer.prefix
         # libdsv4's prefill runs every padded head (the sink is -inf on the padding).
         self._prefill_num_heads = self.padded_heads
 
@@ -217,6 +220,7 @@ class DeepInferSparseAttnIndexer(SparseAttnIndexer):
         self.candidate_block_size = candidate_block_size
         self.candidate_write = candidate_write
         self.dense_mha_metadata_layer_name = ""
+        self.swa_prefix = None  # set by DeepInferV41Attention
 
     def forward_native(self, hidden_states, q_quant, k, weights):
         return self.forward_cuda(hidden_states, q_quant, k, weights)
