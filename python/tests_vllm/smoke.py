@@ -9,8 +9,8 @@ The shrunken model keeps 7 layers covering every V4.1 layer role (SWA-only; rati
 and its consumer; ratio-1 kv+index source that writes the candidate blocks and its consumer; a
 ratio-1 index source that reads the candidates; its consumer), 64 heads (so the plugin and vLLM's
 FlashMLA layer have the same padded head count and dummy weights), 8 routed experts, no Engram, no
-draft blocks, max_model_len 512 (index_topk covers every context, so the indexer selects every
-candidate without the scoring op).
+draft blocks, max_model_len 512 with index_topk 64 and 16 candidate blocks of 8, so that the
+indexer's scoring op, the candidate write and the candidate restriction all run.
 """
 import argparse
 import json
@@ -19,6 +19,8 @@ import sys
 
 RATIOS = [0, 2, 2, 1, 1, 1, 1]
 MAX_LEN = 512
+INDEX_TOPK = 64        # well below MAX_LEN: long rows go through the scoring op
+CANDIDATE_BLOCKS = 16  # 128 candidate columns of up to 512: the restriction drops columns
 
 
 def shrink(text):
@@ -30,7 +32,7 @@ def shrink(text):
     for key in ("dspark_n_routed_experts", "dspark_num_experts_per_tok", "num_nextn_predict_layers"):
         if key in t:
             t[key] = 0
-    t["index_topk"] = max(t.get("index_topk", 0), MAX_LEN)
+    t.update(index_topk=INDEX_TOPK, candidate_topk_blocks=CANDIDATE_BLOCKS, candidate_block_size=8)
     return t
 
 
