@@ -69,7 +69,12 @@ static void q_cpu(void *st) {
 }
 
 static void q_problem(int64_t T, int64_t H, uint64_t *s, q_state_t *h) {
-    h->d = (dsv4_indexer_q_desc_t){.num_tokens = T, .num_heads = H, .max_position = T};
+    h->d = (dsv4_indexer_q_desc_t){.num_tokens = T,
+                                   .num_heads = H,
+                                   .max_position = T,
+                                   .q_stride_token = H * 128,
+                                   .q_stride_head = 128,
+                                   .w_stride_token = H};
     uint16_t *q = malloc((size_t)(T * H) * 256), *wr = malloc((size_t)(T * H) * 2);
     int64_t *pos = malloc((size_t)T * 8);
     for (int64_t i = 0; i < T * H * 128; ++i) q[i] = rand_bf16(s);
@@ -177,7 +182,8 @@ static void k_problem(int64_t T, int64_t r, uint64_t *s, k_state_t *h) {
                                          .page_tokens = P,
                                          .page_stride_bytes = stride,
                                          .num_pages = pages,
-                                         .eps = 1e-6f};
+                                         .eps = 1e-6f,
+                                         .k_stride_row = 128};
     h->cache_bytes = (size_t)(pages * stride);
     uint16_t *k = malloc((size_t)T * 256), *g = malloc(256);
     int64_t *pos = malloc((size_t)T * 8), *slot = malloc((size_t)T * 8);

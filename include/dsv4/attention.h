@@ -36,7 +36,7 @@
  * give identical bits.
  *
  * Shapes, strides and alignment: q and out are [T, H, 512] bf16 with the last dim
- * contiguous and token/head strides in elements (0 means the dense default: head 512,
+ * contiguous and token/head strides in elements (no default, dsv4.h; dense: head 512,
  * token H*512), multiples of 8; q, out and kv/cache pointers 16-byte aligned; index,
  * length and sink pointers 4-byte aligned. H is a multiple of 16 in [16, 128]. T = 0
  * is a valid no-op.
@@ -145,17 +145,17 @@ typedef struct dsv4_sparse_mla_cache {
  * below 0 count as 0). An id is valid iff 0 <= id < num_pages * P of its own cache. */
 typedef struct dsv4_sparse_mla_list {
     int64_t width;  /* columns of the [T, width] int32 id tensor, 1 .. 2^20         */
-    int64_t stride; /* row stride of the id tensor in elements; 0 means width       */
+    int64_t stride; /* row stride of the id tensor in elements; dense: width       */
     dsv4_sparse_mla_cache_t cache;
 } dsv4_sparse_mla_list_t;
 
 typedef struct dsv4_sparse_mla_decode_desc {
     int64_t num_tokens;           /* T >= 0 decode tokens                                    */
     int64_t num_heads;            /* H: multiple of 16 in [16, 128]                          */
-    int64_t q_stride_token;       /* elements; 0: H * 512                                     */
-    int64_t q_stride_head;        /* elements; 0: 512                                         */
-    int64_t out_stride_token;     /* elements; 0: H * 512                                     */
-    int64_t out_stride_head;      /* elements; 0: 512                                         */
+    int64_t q_stride_token;       /* elements; dense: H * 512                                     */
+    int64_t q_stride_head;        /* elements; dense: 512                                         */
+    int64_t out_stride_token;     /* elements; dense: H * 512                                     */
+    int64_t out_stride_head;      /* elements; dense: 512                                         */
     dsv4_sparse_mla_list_t main;  /* the SWA list and cache (processed first)             */
     int has_extra;                /* 1: the compressed list below is present              */
     dsv4_sparse_mla_list_t extra; /* the compressed (top-k) list and cache               */
@@ -247,14 +247,14 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
 typedef struct dsv4_sparse_mla_prefill_desc {
     int64_t num_tokens;       /* T >= 0                                                   */
     int64_t num_heads;        /* H: multiple of 16 in [16, 128]                           */
-    int64_t q_stride_token;   /* elements; 0: H * 512                                     */
-    int64_t q_stride_head;    /* elements; 0: 512                                         */
-    int64_t out_stride_token; /* elements; 0: H * 512                                     */
-    int64_t out_stride_head;  /* elements; 0: 512                                         */
+    int64_t q_stride_token;   /* elements; dense: H * 512                                     */
+    int64_t q_stride_head;    /* elements; dense: 512                                         */
+    int64_t out_stride_token; /* elements; dense: H * 512                                     */
+    int64_t out_stride_head;  /* elements; dense: 512                                         */
     int64_t kv_rows;          /* R_rows >= 0: rows of the workspace                       */
-    int64_t kv_stride;        /* row stride in elements, >= 512, multiple of 8; 0: 512    */
+    int64_t kv_stride;        /* row stride in elements, >= 512, multiple of 8; dense: 512    */
     int64_t width;            /* C: columns of the index tensor, 1 .. 2^20                */
-    int64_t ids_stride;       /* row stride of the index tensor in elements; 0: C         */
+    int64_t ids_stride;       /* row stride of the index tensor in elements; dense: C         */
     float scale;              /* 0 means DSV4_MLA_DEFAULT_SCALE                           */
     int64_t config;           /* dsv4_mla_config_t: 0 picks one                           */
 } dsv4_sparse_mla_prefill_desc_t;

@@ -6,6 +6,9 @@
  *                         and the head weights with that scale folded in
  *   dsv4_indexer_k_store  key store: RMSNorm, RoPE, e4m3 and the paged indexer cache
  *
+ * Strides have no default: a stride of 0 is refused (INVALID_VALUE) on a dimension of
+ * extent > 1 and accepted where it addresses nothing (dsv4.h).
+ *
  * V4.1 shapes: 32 index heads (V4: 64) of 128 dims; dims 0..63 are not rotated (NoPE),
  * dims 64..127 hold 32 GPT-J pairs (64 + 2i, 65 + 2i). Number formats (bf16, fp8 e4m3fn):
  * dsv4/numerics.h. bf16r(x) below rounds an fp32 to bf16 (nearest even) and back.
@@ -82,9 +85,9 @@ extern "C" {
 typedef struct dsv4_indexer_q_desc {
     int64_t num_tokens;     /* T: rows of q, w_raw, positions, q8 and w                       */
     int64_t num_heads;      /* H_I: index heads, in [1, 128] (V4.1: 32)                       */
-    int64_t q_stride_token; /* elements; 0 means num_heads * q_stride_head                    */
-    int64_t q_stride_head;  /* elements; 0 means 128                                          */
-    int64_t w_stride_token; /* elements between w_raw rows; 0 means num_heads                 */
+    int64_t q_stride_token; /* elements; dense: num_heads * q_stride_head                    */
+    int64_t q_stride_head;  /* elements; dense: 128                                          */
+    int64_t w_stride_token; /* elements between w_raw rows; dense: num_heads                 */
     int64_t max_position;   /* rows of cos_sin                                                */
     float softmax_scale;    /* 0 means fl32(128^-0.5)                                         */
     float head_scale;       /* 0 means fl32(num_heads^-0.5)                                   */
@@ -151,7 +154,7 @@ dsv4_status_t dsv4_indexer_q_ref(const dsv4_indexer_q_desc_t *desc, const dsv4_i
  * launches nothing. */
 typedef struct dsv4_indexer_k_store_desc {
     int64_t num_tokens;        /* T: rows of k_pre, positions and slot_mapping                 */
-    int64_t k_stride_row;      /* elements between k_pre rows; 0 means 128                     */
+    int64_t k_stride_row;      /* elements between k_pre rows; dense: 128                     */
     int64_t ratio;             /* r: compression ratio of the layer, 1 or 2                    */
     int64_t max_position;      /* rows of cos_sin                                              */
     int64_t page_tokens;       /* P: states per page (V4.1: 128 at r = 1, 64 at r = 2)         */

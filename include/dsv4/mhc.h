@@ -39,8 +39,8 @@
  *
  * Sizes: 0 <= T <= 2^24; H a multiple of 128 in [128, 16384]. With T = 0 a call checks the
  * descriptor, the args pointer and the stream, and does nothing (pointers may be NULL).
- * Strides: elements between consecutive tokens; 0 means the dense default (H, or 4H for a
- * residual); otherwise at least the row and a multiple of 8 (16-byte rows).
+ * Strides: elements between consecutive tokens, at least the row (dense: H, or 4H for a
+ * residual) and a multiple of 8 (16-byte rows); 0 only with T <= 1 (no default, dsv4.h).
  * Alignment (run calls): every bf16 tensor, post, comb, pre_mix, fn and the workspace
  * 16 bytes; other fp32 tensors 4 bytes. The reference calls need no alignment.
  * Outputs must not overlap any input or each other (no in-place update):
@@ -177,9 +177,9 @@ dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, i
 typedef struct dsv4_mhc_post_desc {
     int64_t tokens;              /* T                                  */
     int64_t hidden;              /* H                                  */
-    int64_t x_stride;            /* x token stride; 0 = H              */
-    int64_t residual_stride;     /* residual token stride; 0 = 4H      */
-    int64_t residual_out_stride; /* residual_out token stride; 0 = 4H  */
+    int64_t x_stride;            /* x token stride; dense: H              */
+    int64_t residual_stride;     /* residual token stride; dense: 4H      */
+    int64_t residual_out_stride; /* residual_out token stride; dense: 4H  */
 } dsv4_mhc_post_desc_t;
 
 typedef struct dsv4_mhc_post_args {
@@ -207,9 +207,9 @@ typedef struct dsv4_mhc_collapse_desc {
     int64_t hidden;          /* H                                                  */
     int32_t variant;         /* what the norm squares: V41 rounded yb, V4 fp32 y   */
     float norm_eps;          /* RMSNorm epsilon (finite, >= 0); used with a weight */
-    int64_t residual_stride; /* 0 = 4H                                             */
-    int64_t out_stride;      /* 0 = H                                              */
-    int64_t aux_stride;      /* 0 = H                                              */
+    int64_t residual_stride; /* dense: 4H                                             */
+    int64_t out_stride;      /* dense: H                                              */
+    int64_t aux_stride;      /* dense: H                                              */
 } dsv4_mhc_collapse_desc_t;
 
 typedef struct dsv4_mhc_collapse_args {
@@ -237,7 +237,7 @@ typedef struct dsv4_mhc_gates_desc {
     int32_t broadcast;           /* 0 or 1                                          */
     int32_t route;               /* dsv4_mhc_route_t                                */
     dsv4_mhc_gate_params_t gate; /* eps values, post_mult, sinkhorn_iters           */
-    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                       */
+    int64_t residual_stride;     /* dense: 4H (H with broadcast)                       */
 } dsv4_mhc_gates_desc_t;
 
 typedef struct dsv4_mhc_gates_args {
@@ -281,10 +281,10 @@ typedef struct dsv4_mhc_pre_desc {
     int32_t route;               /* dsv4_mhc_route_t                           */
     dsv4_mhc_gate_params_t gate; /* gate constants                             */
     float norm_eps;              /* RMSNorm epsilon; used with a norm weight   */
-    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                  */
-    int64_t residual_out_stride; /* broadcast only; 0 = 4H                     */
-    int64_t layer_input_stride;  /* 0 = H                                      */
-    int64_t aux_stride;          /* 0 = H                                      */
+    int64_t residual_stride;     /* dense: 4H (H with broadcast)                  */
+    int64_t residual_out_stride; /* broadcast only (unused otherwise); dense: 4H  */
+    int64_t layer_input_stride;  /* dense: H                                      */
+    int64_t aux_stride;          /* dense: H                                      */
 } dsv4_mhc_pre_desc_t;
 
 typedef struct dsv4_mhc_pre_args {
@@ -331,11 +331,11 @@ typedef struct dsv4_mhc_seam_desc {
     int32_t route;               /* dsv4_mhc_route_t                         */
     dsv4_mhc_gate_params_t gate; /* gate constants of the next site          */
     float norm_eps;              /* RMSNorm epsilon; used with a norm weight */
-    int64_t x_stride;            /* 0 = H                                    */
-    int64_t residual_stride;     /* 0 = 4H                                   */
-    int64_t residual_out_stride; /* 0 = 4H                                   */
-    int64_t layer_input_stride;  /* 0 = H                                    */
-    int64_t aux_stride;          /* 0 = H                                    */
+    int64_t x_stride;            /* dense: H                                    */
+    int64_t residual_stride;     /* dense: 4H                                   */
+    int64_t residual_out_stride; /* dense: 4H                                   */
+    int64_t layer_input_stride;  /* dense: H                                    */
+    int64_t aux_stride;          /* dense: H                                    */
 } dsv4_mhc_seam_desc_t;
 
 typedef struct dsv4_mhc_seam_args {

@@ -61,7 +61,7 @@ def _residual(o, name, r, T=None, H=None):
 def _rows(o, name, x, T, H, optional=False):
     """[T, H] bf16 rows with any token stride."""
     if arg(o, name, x, "bf16", 2, (T, H), optional=optional) is None:
-        return 0
+        return H  # an absent tensor's field still holds a valid stride (the library has no default)
     return strides(x)[0]
 
 

@@ -10,9 +10,11 @@
 
 static const char *OP = "sparse_mla_decode";
 
-static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *l) {
-    char what[64];
-    DSV4_TRY(mla_check_list_shape(OP, name, l->width, l->stride));
+static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *l, int64_t rows) {
+    char what[64], what2[64];
+    snprintf(what, sizeof what, "%s.width", name);
+    snprintf(what2, sizeof what2, "%s.stride", name);
+    DSV4_TRY(mla_check_list_shape(OP, what, l->width, what2, l->stride, rows));
     const dsv4_sparse_mla_cache_t *c = &l->cache;
     snprintf(what, sizeof what, "%s.cache.page_tokens", name);
     DSV4_TRY(dsv4_check_range(OP, what, c->page_tokens, 1, INT64_C(1) << 20));
@@ -31,9 +33,9 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
     DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head, d->out_stride_token,
                               d->out_stride_head, d->scale, d->config, geom));
-    DSV4_TRY(check_list("main", &d->main));
+    DSV4_TRY(check_list("main", &d->main, d->num_tokens));
     DSV4_TRY(dsv4_check_range(OP, "has_extra", d->has_extra, 0, 1));
-    if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra));
+    if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra, d->num_tokens));
     DSV4_TRY(dsv4_check_range(OP, "num_splits", d->num_splits, 0, DSV4_MLA_MAX_SPLITS));
     DSV4_TRY(dsv4_check_range(OP, "force_merge", d->force_merge, 0, 1));
     DSV4_TRY(dsv4_check_range(OP, "sm_count", d->sm_count, 0, 1 << 16));

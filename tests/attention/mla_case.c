@@ -167,7 +167,9 @@ void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t 
     dsv4_sparse_mla_decode_desc_t *desc = &d->desc;
     desc->num_tokens = c->T;
     desc->num_heads = c->H;
+    MLA_DENSE_QO(desc);
     desc->main.width = c->main_width;
+    desc->main.stride = c->main_width;
     desc->main.cache.page_tokens = c->main_P;
     desc->main.cache.page_stride_bytes = c->main_P * 584 + ((c->main_P * 584) % 16 ? 8 : 0) + c->stride_pad;
     desc->main.cache.num_pages = c->main_pages;
@@ -180,6 +182,7 @@ void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t 
     if (c->extra_width > 0) {
         desc->has_extra = 1;
         desc->extra.width = c->extra_width;
+        desc->extra.stride = c->extra_width;
         desc->extra.cache.page_tokens = c->extra_P;
         desc->extra.cache.page_stride_bytes = c->extra_P * 584 + ((c->extra_P * 584) % 16 ? 8 : 0) + c->stride_pad;
         desc->extra.cache.num_pages = c->extra_pages;
@@ -235,9 +238,11 @@ void mla_prefill_make(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data
     desc->num_tokens = c->T;
     desc->num_heads = c->H;
     desc->kv_rows = c->kv_rows;
-    desc->kv_stride = c->kv_stride;
+    MLA_DENSE_QO(desc);
+    const int64_t ks = c->kv_stride ? c->kv_stride : 512; /* a case's 0: dense */
+    desc->kv_stride = ks;
     desc->width = c->width;
-    const int64_t ks = c->kv_stride ? c->kv_stride : 512;
+    desc->ids_stride = c->width;
     d->kv = xcalloc((size_t)(c->kv_rows > 0 ? c->kv_rows : 1) * ks, sizeof(uint16_t));
     th_fill_bf16_normal(r, d->kv, (size_t)(c->kv_rows > 0 ? c->kv_rows : 1) * ks, c->kv_scale);
     for (int64_t i = 0; i < (int64_t)c->kv_rows * ks; ++i) {

@@ -13,6 +13,11 @@
 #include "harness.h"
 #include "model_cases.h"
 
+/* Dense q and out ([T, H, 512] rows): strides have no default. */
+#define MLA_DENSE_QO(d)                                                                                                \
+    ((d)->q_stride_token = (d)->num_heads * 512, (d)->q_stride_head = 512,                                             \
+     (d)->out_stride_token = (d)->num_heads * 512, (d)->out_stride_head = 512)
+
 #ifdef __cplusplus
 extern "C" {
 #endif

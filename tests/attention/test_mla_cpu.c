@@ -32,8 +32,11 @@ static void tiny_run(th_ctx_t *t, tiny_t *x, int nids, const int32_t *ids, int l
     memset(&d, 0, sizeof d);
     d.num_tokens = 1;
     d.num_heads = 16;
+    MLA_DENSE_QO(&d);
     d.kv_rows = 4;
+    d.kv_stride = 512;
     d.width = nids;
+    d.ids_stride = nids;
     memset(x->q, 0, sizeof x->q);
     for (int k = 0; k < 4; ++k)
         for (int i = 0; i < 512; ++i) x->kv[k * 512 + i] = dsv4_f32_to_bf16((float)(1 << k));
@@ -146,8 +149,11 @@ static void decode_vs_prefill(th_ctx_t *t, const mla_decode_case_t *c) {
     memset(&pd, 0, sizeof pd);
     pd.num_tokens = T;
     pd.num_heads = H;
+    MLA_DENSE_QO(&pd);
     pd.kv_rows = Sm + Se;
+    pd.kv_stride = 512;
     pd.width = C;
+    pd.ids_stride = C;
     dsv4_sparse_mla_prefill_args_t pa = {d.q, kv, ids, lens, d.sink, out_p, ref_p, lse_p};
     TH_OK(t, dsv4_sparse_mla_prefill_ref(&pd, &pa));
     /* Same rows, same order, same fp64 arithmetic: identical bits. */
@@ -217,13 +223,16 @@ static dsv4_sparse_mla_decode_desc_t plan_desc(int T, int H, int main_w, int ext
     memset(&d, 0, sizeof d);
     d.num_tokens = T;
     d.num_heads = H;
+    MLA_DENSE_QO(&d);
     d.main.width = main_w;
+    d.main.stride = main_w;
     d.main.cache.page_tokens = MC_SWA_PAGE_TOKENS;
     d.main.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS);
     d.main.cache.num_pages = 100;
     if (extra_w) {
         d.has_extra = 1;
         d.extra.width = extra_w;
+        d.extra.stride = extra_w;
         d.extra.cache.page_tokens = MC_V4_PAGE_TOKENS;
         d.extra.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS);
         d.extra.cache.num_pages = 2048;
@@ -323,8 +332,11 @@ static void test_plan(th_ctx_t *t) {
     memset(&pd, 0, sizeof pd);
     pd.num_tokens = 4096;
     pd.num_heads = 64;
+    MLA_DENSE_QO(&pd);
     pd.kv_rows = 1000;
+    pd.kv_stride = 512;
     pd.width = 640;
+    pd.ids_stride = 640;
     dsv4_sparse_mla_plan_t p;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
     TH_CHECK(t,
@@ -333,6 +345,7 @@ static void test_plan(th_ctx_t *t) {
              "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config, (long long)p.heads_per_cta,
              (long long)p.warps, (long long)p.ctas);
     pd.num_heads = 16;
+    MLA_DENSE_QO(&pd);
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
     TH_CHECK(t, p.config == DSV4_MLA_CONFIG_H16W4 && p.heads_per_cta == 16, "prefill H=16: config %lld",
              (long long)p.config);

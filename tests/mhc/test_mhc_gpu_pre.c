@@ -64,7 +64,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     snprintf(name, sizeof name, "pre %s T=%lld H=%lld broadcast=%d premix=%d route=%s", variant ? "V4" : "V4.1",
              (long long)T, (long long)H, bc, premix, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core");
     const float eps = variant ? 1e-6f : 1e-20f;
-    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, route, mt_gate_params(variant), eps, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, route, mt_gate_params(variant), eps, (bc ? H : 4 * H), 4 * H, H, H};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_pre_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
@@ -93,7 +93,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
             for (int s = 0; s < 4; ++s)
                 mt_cmp_bf16(t, "broadcast copy vs e", grout + s * H, 4 * H, e, H, T, NULL, 1, H, 0);
         uint16_t *li2 = malloc((size_t)(T * H) * 2), *aux2 = malloc((size_t)(T * H) * 2);
-        dsv4_mhc_collapse_desc_t cd = {T, H, variant, eps, 0, 0, 0};
+        dsv4_mhc_collapse_desc_t cd = {T, H, variant, eps, 4 * H, H, H};
         dsv4_mhc_collapse_args_t ca = {bc ? grout : in.R, variant == DSV4_MHC_V4 ? gpre : in.premix, in.w, li2, aux2};
         TH_OK(t, dsv4_mhc_collapse_ref(&cd, &ca));
         mt_cmp_bf16(t, "layer_input vs collapse+norm reference (1 ulp)", gli, H, li2, H, T, NULL, 1, H, MT_ULP_NORM);
@@ -144,7 +144,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     snprintf(name, sizeof name, "gates T=%lld H=%lld broadcast=%d route=%s%s sqrsum_given=%d", (long long)T,
              (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", route ? " (forced)" : "",
              given_sq);
-    dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), 0};
+    dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), (bc ? H : 4 * H)};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
@@ -222,7 +222,8 @@ static void untouched(th_ctx_t *t, const char *what, const th_buf_t *b) {
 void test_bad_input_gpu(th_ctx_t *t) {
     mt_seam_in_t in;
     mt_seam_in_make(th_rng(t), &in, 12, 1024, 0, 1, 1, 0);
-    dsv4_mhc_seam_desc_t d = {12, 1024, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    dsv4_mhc_seam_desc_t d = {12,       1024,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 1024,
+                              4 * 1024, 4 * 1024, 1024,         1024};
     dseam_t s;
     dseam_make(&s, &in, &d, 1);
     void *st = th_stream_create(t);
@@ -245,22 +246,23 @@ void test_bad_input_gpu(th_ctx_t *t) {
                      DSV4_STATUS_INVALID_VALUE);
 
     /* post, collapse, gates, pre, fn_bcast on the same buffers */
-    dsv4_mhc_post_desc_t pd = {12, 1024, 0, 0, 0};
+    dsv4_mhc_post_desc_t pd = {12, 1024, 1024, 4 * 1024, 4 * 1024};
     dsv4_mhc_post_args_t pa = {
         th_ptr(&s.x),  th_ptr(&s.R), th_ptr(&s.post), th_ptr(&s.comb), (uint16_t *)((char *)th_ptr(&s.R_out) + 2),
         th_ptr(&s.mix)};
     TH_EXPECT_STATUS(t, dsv4_mhc_post(&pd, &pa, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
-    dsv4_mhc_collapse_desc_t cd = {12, 1024, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {12, 1024, DSV4_MHC_V41, 1e-20f, 4 * 1024, 1024, 1024};
     dsv4_mhc_collapse_args_t ca = {th_ptr(&s.R), th_ptr(&s.premix), th_ptr(&s.w), th_ptr(&s.li), th_ptr(&s.li)};
     TH_EXPECT_STATUS(t, dsv4_mhc_collapse(&cd, &ca, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_INVALID_VALUE);
-    dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
+    dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 4 * 1024};
     dsv4_mhc_gates_args_t ga = {th_ptr(&s.R),        th_ptr(&s.fn),       th_ptr(&s.scale),   th_ptr(&s.base), NULL,
                                 th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix),  NULL};
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), 16, DSV4_STREAM(st)), DSV4_STATUS_WORKSPACE_TOO_SMALL);
     ga.fn_split = (const uint16_t *)((const char *)th_ptr(&s.x) + 8); /* a misaligned fn_split */
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
     ga.fn_split = NULL;
-    dsv4_mhc_pre_desc_t prd = {12, 1024, DSV4_MHC_V41, 1, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t prd = {12,     1024, DSV4_MHC_V41, 1,    0,   DSV4_MHC_GATE_PARAMS_V41,
+                               1e-20f, 1024, 4 * 1024,     1024, 1024};
     dsv4_mhc_pre_args_t pra = {th_ptr(&s.x),
                                th_ptr(&s.fn),
                                th_ptr(&s.scale),

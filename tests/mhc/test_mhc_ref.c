@@ -84,7 +84,7 @@ void test_plan_routing(th_ctx_t *t) {
 /* ---- post ------------------------------------------------------------------------------------ */
 static void post_ref_call(th_ctx_t *t, int64_t T, int64_t H, const uint16_t *x, const uint16_t *R, const float *post,
                           const float *comb, uint16_t *out, float *sq) {
-    dsv4_mhc_post_desc_t d = {T, H, 0, 0, 0};
+    dsv4_mhc_post_desc_t d = {T, H, H, 4 * H, 4 * H};
     dsv4_mhc_post_args_t a = {x, R, post, comb, out, sq};
     TH_OK(t, dsv4_mhc_post_ref(&d, &a));
 }
@@ -190,7 +190,7 @@ void test_collapse_ref(th_ctx_t *t) {
     const int64_t T = in.T, H = in.H;
     uint16_t *out = malloc((size_t)(T * H) * 2), *aux = malloc((size_t)(T * H) * 2),
              *want = malloc((size_t)(T * H) * 2);
-    dsv4_mhc_collapse_desc_t d = {T, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t d = {T, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     dsv4_mhc_collapse_args_t a = {in.R, NULL, NULL, out, aux};
     /* identity: stream 0 copied exactly (signed zeros included) */
     TH_OK(t, dsv4_mhc_collapse_ref(&d, &a));
@@ -266,7 +266,7 @@ void test_gates_ref(th_ctx_t *t) {
     const int64_t T = in.T, H = in.H, K = 4 * H;
     float post[24], comb[96], pre[24], mix[144];
     for (int v4_eps = 0; v4_eps < 2; ++v4_eps) {
-        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4_eps), 0};
+        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4_eps), 4 * H};
         dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, mix, NULL};
         TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
         double *X = malloc((size_t)(T * K) * sizeof(double));
@@ -279,7 +279,7 @@ void test_gates_ref(th_ctx_t *t) {
     /* known answer: fn = 0, base = 0: pre = 0.5 + eps, post = 1, comb uniform 1/4 */
     memset(in.fn, 0, (size_t)(24 * K) * sizeof(float));
     memset(in.base, 0, sizeof in.base);
-    dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(0), 0};
+    dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(0), 4 * H};
     dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, NULL, NULL};
     TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
     for (int i = 0; i < 4 * T; ++i) {
