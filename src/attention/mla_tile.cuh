@@ -707,8 +707,8 @@ static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *
             static int smem_cache;                                                                                     \
             DSV4_TRY(                                                                                                  \
                 dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, &smem_cache));  \
-            mla_attention_kernel<hc, mt, wd, minb, Bind>                                                               \
-                <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);                        \
+            dsv4_launch(mla_attention_kernel<hc, mt, wd, minb, Bind>, (unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0,  \
+                        (cudaStream_t)stream, *p);                                                                     \
             return dsv4_launch_status(op);                                                                             \
         }
     MLA_CONFIG_TABLE(MLA_LAUNCH_CONFIG, 0)

@@ -122,7 +122,7 @@ static dsv4_status_t kv_insert_run(const char *op, const typename kv_params<ROPE
     DSV4_TRY(kv_sm_count(op, &sms));
     const int64_t cap = (int64_t)sms * kv_ctas_per_sm<ROPE>();
     const unsigned grid = (unsigned)(blocks < cap ? blocks : cap);
-    kv_insert_kernel<ROPE><<<grid, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    dsv4_launch(kv_insert_kernel<ROPE>, grid, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status(op);
 }
 

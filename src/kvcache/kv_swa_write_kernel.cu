@@ -155,6 +155,6 @@ extern "C" dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *d, const 
     prm.num_pages = d->num_pages;
     prm.eps = d->eps;
     prm.page_div = kv_page_div_make(d->page_tokens);
-    kernel<<<(unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    dsv4_launch(kernel, (unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("kv_swa_write");
 }

@@ -252,7 +252,7 @@ template <int PROD, int TPC> static dsv4_status_t mhc_launch_small_tpc(const mhc
     DSV4_TRY(dsv4_launch_prepare(op, k, dyn, &smem_cache));
     const int64_t P = (p->T + TPC - 1) / TPC * NTILES * p->plan.splits;
     const int64_t ctas = P + (p->epi == MHC_EPI_DELAYED ? 2 : 1) * p->T;
-    mhc_small_kernel<PROD, TPC><<<(unsigned)ctas, MHC_SMALL_THREADS, dyn, s>>>(*p);
+    dsv4_launch(mhc_small_kernel<PROD, TPC>, (unsigned)ctas, MHC_SMALL_THREADS, dyn, s, *p);
     return dsv4_launch_status(op);
 }
 

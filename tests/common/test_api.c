@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
+#include "common/launch.h"
 #include "dsv4/dsv4.h"
 #include "harness.h"
 #include "test_api.h"
@@ -96,12 +99,33 @@ static void test_device_count(th_ctx_t *t) {
     TH_EXPECT_STATUS(t, dsv4_device_query(n, &info), DSV4_STATUS_NO_DEVICE);
 }
 
+/* A run call's launch status is its own launches' only: an error the caller left pending
+ * (here: selecting a device ordinal that does not exist) is neither reported nor cleared. */
+static void test_launch_status_keeps_others(th_ctx_t *t) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    cudaSetDevice(n + 7);
+    const cudaError_t pending = cudaPeekAtLastError();
+    if (pending == cudaSuccess) {
+        th_note(t, "this CUDA runtime keeps no error for a bad device ordinal; nothing to check");
+        return;
+    }
+    TH_OK(t, dsv4_launch_status("launch_test"));
+    TH_CHECK(t, cudaPeekAtLastError() == pending, "the pending error %d became %d", (int)pending,
+             (int)cudaPeekAtLastError());
+    cudaGetLastError();
+    if (n > 0) cudaSetDevice(0);
+}
+
 static const th_test_t tests[] = {
     {"api.version", test_version, TH_CPU},
     {"api.status_codes_pinned", test_status_codes_pinned, TH_CPU},
     {"api.last_error_thread_local", test_last_error_thread_local, TH_CPU},
     {"api.bad_input", test_bad_input, TH_CPU},
     {"api.device_count", test_device_count, TH_CPU},
+    {"api.launch_status_keeps_others", test_launch_status_keeps_others, TH_CPU},
+    {"api.gpu_launch_status_keeps_others", test_api_gpu_launch_status, TH_GPU},
     {"api.gpu_device_query", test_api_gpu_device_query, TH_GPU},
     {"api.gpu_smem_gate", test_api_gpu_smem_gate, TH_GPU},
     {"api.gpu_probes", test_api_gpu_probes, TH_GPU},
