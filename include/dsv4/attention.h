@@ -16,6 +16,12 @@
  * term; sink[h] = -inf does the same for one head. An empty J gives zeros, with or
  * without a sink. Invalid entries are skipped, never errors.
  *
+ * NaN and Inf: NaN in, NaN out, so that an upstream bug stays visible. A NaN score s_j
+ * (a NaN in q, or q * K making inf - inf) or a +inf score makes the softmax denominator
+ * NaN, and then every element of out[t,h,:] is NaN (ref_lse NaN); a -inf score weighs
+ * its row 0, and 0 * inf elements of that row are NaN in the dims they touch. Kernels
+ * and references agree on every NaN position.
+ *
  * Kernel numerics (what the tests hold the kernels to): one unified 512-wide dot on
  * mma.sync (bf16 x bf16 -> fp32); an online softmax per tile of 16 keys whose reference
  * max m starts at -FLT_MAX and moves to a tile's max only when that exceeds m by more
@@ -164,6 +170,7 @@ typedef struct dsv4_sparse_mla_decode_desc {
     int force_merge;              /* 1: write partials and merge even when S == 1 (tests)     */
     int64_t config;               /* dsv4_mla_config_t: 0 picks one                           */
     int64_t sm_count;             /* SMs to plan for; 0: the current device's                  */
+    int32_t batch_invariant;      /* 1: a row's bits independent of the batch (below); 0 or 1 */
 } dsv4_sparse_mla_decode_desc_t;
 
 typedef struct dsv4_sparse_mla_decode_args {
@@ -224,6 +231,15 @@ typedef struct dsv4_sparse_mla_plan {
  *
  * Auto config (config = DSV4_MLA_CONFIG_AUTO): WS64 when 64 divides H and T >= 8; otherwise H16W8 when
  * T <= 8, H16W4 when 32 does not divide H, H32W4 when T < 16, else WS32.
+ *
+ * Batch-invariant mode (batch_invariant = 1): the auto choices above depend on T and the
+ * SM count, so a request's output bits would depend on the rest of the batch. In this
+ * mode the auto config is the T = 1 choice for H (a function of H only), the auto split
+ * count is 1, and the SM count is not consulted; an explicit config or num_splits is
+ * kept. Each (token, split, head group) tile is computed on its own and every list is
+ * cut by the row's own length, so with the config and S fixed a row's bits depend only
+ * on its own inputs: a request alone and the same request inside any batch give
+ * identical bits. The cost: no split-KV at small T (one CTA per head group and token).
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);
@@ -241,8 +257,8 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
 /* ================================================================================== */
 /*
  * J(t) = { ids[t, j] : j < min(lens[t], width), 0 <= ids[t, j] < kv_rows } in column
- * order; K_j = kv[ids[t, j], 0:512]. NaN in q or kv
- * propagates (the kernel does not scrub prefill rows).
+ * order; K_j = kv[ids[t, j], 0:512]. NaN and Inf in q or kv propagate as the common
+ * semantics say (the kernel does not scrub prefill rows).
  */
 typedef struct dsv4_sparse_mla_prefill_desc {
     int64_t num_tokens;       /* T >= 0                                                   */

@@ -39,6 +39,7 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_range(OP, "num_splits", d->num_splits, 0, DSV4_MLA_MAX_SPLITS));
     DSV4_TRY(dsv4_check_range(OP, "force_merge", d->force_merge, 0, 1));
     DSV4_TRY(dsv4_check_range(OP, "sm_count", d->sm_count, 0, 1 << 16));
+    DSV4_TRY(dsv4_check_range(OP, "batch_invariant", d->batch_invariant, 0, 1));
     return mla_check_grid(OP, 1, d->num_tokens, d->num_heads, d->config, d->num_splits ? d->num_splits : 1);
 }
 
@@ -56,12 +57,15 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     DSV4_TRY(check(d, geom));
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
     const int64_t T = d->num_tokens, H = d->num_heads;
-    mla_plan_config(d->config ? d->config : mla_pick_config(1, T, H), p);
+    /* batch-invariant: no choice may read T or the SM count (attention.h) */
+    const int inv = d->batch_invariant;
+    mla_plan_config(d->config ? d->config : mla_pick_config(1, inv ? 1 : T, H), p);
     const int64_t config = p->config;
     const int64_t groups = H / p->heads_per_cta;
     int64_t sm = d->sm_count;
     if (!sm && T > 0) sm = mla_current_sm_count();
     int64_t S = d->num_splits;
+    if (!S && inv) S = 1;
     if (!S) {
         if (!sm && T > 0)
             return dsv4_fail(DSV4_STATUS_NO_DEVICE, OP,

@@ -276,6 +276,38 @@ dsv4_sparse_mla_prefill_args_t mla_prefill_host_args(const mla_prefill_data_t *d
     return a;
 }
 
+static int first_valid(const int32_t *ids, const int32_t *lens, int width, int t, int64_t valid) {
+    const int len = lens[t] < 0 ? 0 : (lens[t] > width ? width : lens[t]);
+    for (int j = 0; j < len; ++j)
+        if (ids[(size_t)t * width + j] >= 0 && ids[(size_t)t * width + j] < valid) return ids[(size_t)t * width + j];
+    return -1;
+}
+
+int mla_lists_id(const int32_t *ids, const int32_t *lens, int width, int t, int64_t valid, int id) {
+    const int len = lens[t] < 0 ? 0 : (lens[t] > width ? width : lens[t]);
+    for (int j = 0; j < len; ++j)
+        if (ids[(size_t)t * width + j] == id && id >= 0 && id < valid) return 1;
+    return 0;
+}
+
+int mla_decode_poison(mla_decode_data_t *d, int t0, int h0, int t1) {
+    d->q[((size_t)t0 * d->c.H + h0) * 512 + 7] = 0x7FC0;
+    const int64_t P = d->c.main_P, stride = d->desc.main.cache.page_stride_bytes;
+    const int id = first_valid(d->main_ids, d->main_lens, d->c.main_width, t1, P * d->c.main_pages);
+    if (id < 0) return -1;
+    uint8_t *rope = d->main_cache + id / P * stride + id % P * 576 + 448; /* dim 448: bf16 +inf */
+    rope[0] = 0x80, rope[1] = 0x7F;
+    return id;
+}
+
+int mla_prefill_poison(mla_prefill_data_t *d, int t0, int h0, int t1) {
+    d->q[((size_t)t0 * d->c.H + h0) * 512 + 7] = 0x7FC0;
+    const int id = first_valid(d->ids, d->lens, d->c.width, t1, d->c.kv_rows);
+    if (id < 0) return -1;
+    d->kv[(size_t)id * d->desc.kv_stride + 448] = 0x7F80;
+    return id;
+}
+
 const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t n) {
     snprintf(buf, n,
              "T=%d H=%d width=%d kv_rows=%d kv_stride=%lld lens_mode=%d sink_mode=%d q_scale=%g kv_scale=%g dups=%d",

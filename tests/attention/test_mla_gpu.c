@@ -32,12 +32,16 @@ static int racecheck_skips(int planned_config) {
     return 1;
 }
 
+/* Set by test_gpu_nan_inf: the cases get a NaN in q and a +inf key (mla_decode_poison). */
+static int poison_inputs;
+
 /* One decode case under each option set, all checked against one reference. */
 static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_t *opts, int nopts, int sample) {
     char cs[320], what[400];
     mla_decode_case_str(c, cs, sizeof cs);
     mla_decode_data_t d;
     mla_decode_make(th_rng(t), c, &d);
+    if (poison_inputs) mla_decode_poison(&d, 0, 1, c->T - 1);
     const size_t n = (size_t)c->T * c->H * 512;
     double *ref = calloc(n, sizeof(double));
     int *tok = malloc(sizeof(int) * (size_t)c->T), ntok = c->T;
@@ -289,6 +293,7 @@ static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *co
     mla_prefill_case_str(c, cs, sizeof cs);
     mla_prefill_data_t d;
     mla_prefill_make(th_rng(t), c, &d);
+    if (poison_inputs) mla_prefill_poison(&d, 0, 1, c->T - 1);
     const size_t n = (size_t)c->T * c->H * 512;
     double *ref = calloc(n, sizeof(double));
     int *tok = malloc(sizeof(int) * (size_t)c->T), ntok = c->T;
@@ -513,4 +518,58 @@ void test_gpu_determinism(th_ctx_t *t) {
     mla_prefill_dev_free(&pg);
     mla_prefill_free(&pd);
     free(a), free(b);
+}
+
+/* NaN in, NaN out (attention.h, NaN and Inf): a NaN in q and a +inf key row, through every
+ * config, split count and merge route, NaN positions equal to the reference's. */
+void test_gpu_nan_inf(th_ctx_t *t) {
+    static const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0},  {DSV4_MLA_CONFIG_AUTO, 4, 0},
+                                      {DSV4_MLA_CONFIG_AUTO, 4, 1},  {DSV4_MLA_CONFIG_H16W4, 1, 0},
+                                      {DSV4_MLA_CONFIG_H32W8, 8, 1}, {DSV4_MLA_CONFIG_WS64, 2, 0}};
+    poison_inputs = 1;
+    const mla_decode_case_t dc = mla_decode_model_case(9, 64, 40, 80, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
+    decode_case(t, &dc, opts, TH_COUNT(opts), 0);
+    const mla_prefill_case_t pc = {7, 64, 640, 3000, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    prefill_case(t, &pc, prefill_configs, TH_COUNT(prefill_configs), 0, NULL);
+    poison_inputs = 0;
+}
+
+/* Batch-invariant mode: row r of a 37-token batch and the same request alone (its q, id
+ * lists and lens as a one-token call) give identical output bits. */
+void test_gpu_batch_invariant(th_ctx_t *t) {
+    const int T = 37, H = 64, r = 5;
+    const mla_decode_case_t c = mla_decode_model_case(T, H, 40, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 0);
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), &c, &d);
+    mla_decode_dev_t g;
+    mla_decode_upload(&d, &g);
+    const size_t row = (size_t)H * 512;
+    uint16_t *batch = malloc((size_t)T * row * 2), *alone = malloc(row * 2);
+    dsv4_sparse_mla_decode_desc_t desc = d.desc;
+    desc.batch_invariant = 1;
+    if (mla_decode_gpu(t, &d, &g, &desc, batch, NULL, NULL)) {
+        dsv4_sparse_mla_decode_desc_t one = desc;
+        one.num_tokens = 1;
+        dsv4_sparse_mla_decode_args_t a = g.args;
+        a.q = (const uint16_t *)a.q + (size_t)r * row;
+        a.main_ids += (size_t)r * c.main_width, a.main_lens += r;
+        if (desc.has_extra) a.extra_ids += (size_t)r * c.extra_width, a.extra_lens += r;
+        th_buf_t ob = th_buf_device(row * 2);
+        th_buf_poison(&ob, 0xFF);
+        a.out = th_ptr(&ob);
+        size_t need = 0;
+        TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&one, &need));
+        th_buf_t ws = th_buf_device(need ? need : 16);
+        void *s = th_stream_create(t);
+        TH_OK(t, dsv4_sparse_mla_decode(&one, &a, need ? th_ptr(&ws) : NULL, need, DSV4_STREAM(s)));
+        th_stream_sync_destroy(t, s);
+        th_buf_download(&ob, alone);
+        size_t bad = 0;
+        for (size_t i = 0; i < row; ++i) bad += alone[i] != batch[(size_t)r * row + i];
+        TH_CHECK(t, bad == 0, "token %d alone and in a batch of %d: %zu of %zu elements differ", r, T, bad, row);
+        th_buf_free(&ob), th_buf_free(&ws);
+    }
+    free(batch), free(alone);
+    mla_decode_dev_free(&g);
+    mla_decode_free(&d);
 }
