@@ -95,6 +95,12 @@
  *     residual. It addresses token rows with 32-bit element offsets: a run call in which
  *     a token tensor's last element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168,
  *     dense) returns DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.
+ *   BATCH_INVARIANT (never auto): the tensor-core route with its split count S chosen
+ *     from H alone (the choice for one block of tokens). AUTO switches routes at T = 16
+ *     and the tensor-core S follows the number of token blocks, and the summation order
+ *     follows S, so a token's bits depend on the rest of the batch; with this route a
+ *     token alone and the same token inside any batch give identical bits (the plan
+ *     reports TENSOR_CORE). The cost: the small-T kernel's latency is not used.
  *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
  *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (gate CTAs of 4 tokens,
  *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per
@@ -124,9 +130,10 @@ typedef enum dsv4_mhc_variant {
 } dsv4_mhc_variant_t;
 
 typedef enum dsv4_mhc_route {
-    DSV4_MHC_ROUTE_AUTO = 0,       /* T < 16 and a tiling geometry: SMALL_T; else TENSOR_CORE */
-    DSV4_MHC_ROUTE_SMALL_T = 1,    /* force the CUDA-core kernel (UNSUPPORTED if H does not tile) */
-    DSV4_MHC_ROUTE_TENSOR_CORE = 2 /* force the mma.sync kernel                               */
+    DSV4_MHC_ROUTE_AUTO = 0,           /* T < 16 and a tiling geometry: SMALL_T; else TENSOR_CORE */
+    DSV4_MHC_ROUTE_SMALL_T = 1,        /* force the CUDA-core kernel (UNSUPPORTED if H does not tile) */
+    DSV4_MHC_ROUTE_TENSOR_CORE = 2,    /* force the mma.sync kernel                              */
+    DSV4_MHC_ROUTE_BATCH_INVARIANT = 3 /* the mma.sync kernel with S a function of H only   */
 } dsv4_mhc_route_t;
 
 /* Gate constants. No field has a default: pass the model's (the two macros below). */

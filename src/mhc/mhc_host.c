@@ -23,8 +23,8 @@ dsv4_status_t mhc_check_variant(const char *op, int32_t variant) {
 }
 
 dsv4_status_t mhc_check_route(const char *op, int32_t route) {
-    if (route >= DSV4_MHC_ROUTE_AUTO && route <= DSV4_MHC_ROUTE_TENSOR_CORE) return DSV4_STATUS_SUCCESS;
-    return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "route = %d is not a dsv4_mhc_route_t (0, 1 or 2)", (int)route);
+    if (route >= DSV4_MHC_ROUTE_AUTO && route <= DSV4_MHC_ROUTE_BATCH_INVARIANT) return DSV4_STATUS_SUCCESS;
+    return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "route = %d is not a dsv4_mhc_route_t (0 .. 3)", (int)route);
 }
 
 dsv4_status_t mhc_check_flag(const char *op, const char *what, int32_t v) {

@@ -296,3 +296,48 @@ void test_bad_input_gpu(th_ctx_t *t) {
     dseam_free(&s);
     mt_seam_in_free(&in);
 }
+
+/* The batch-invariant route: token r of a 40-token batch and the same token alone give
+ * identical gate bits (post, comb, pre), for the residual and the broadcast projection. */
+void test_gates_batch_invariant_gpu(th_ctx_t *t) {
+    const int64_t T = 40, H = MC_MHC_HIDDEN, r = 23;
+    for (int bc = 0; bc < 2; ++bc) {
+        mt_seam_in_t in;
+        mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, 0);
+        const int64_t K = bc ? H : 4 * H, stride = bc ? in.xs : in.rs;
+        const uint16_t *e = bc ? in.x : in.R;
+        float *fnb = mt_fn_bcast_of(t, &in, H);
+        const float *fn = bc ? fnb : in.fn;
+        th_buf_t res = mt_dev(e, (size_t)(T * stride) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
+        th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96);
+        float *got[2][3];
+        for (int alone = 0; alone < 2; ++alone) {
+            const int64_t n = alone ? 1 : T;
+            const dsv4_mhc_gates_desc_t d = {n, H, bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, mt_gate_params(0), stride};
+            size_t wsb = 0;
+            TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
+            th_buf_t post = mt_dev(NULL, (size_t)(16 * n)), comb = mt_dev(NULL, (size_t)(64 * n));
+            th_buf_t pre = mt_dev(NULL, (size_t)(16 * n)), ws = mt_dev(NULL, wsb ? wsb : 16);
+            const uint16_t *src = (const uint16_t *)th_ptr(&res) + (alone ? r * stride : 0);
+            dsv4_mhc_gates_args_t a = {src,           th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), NULL,
+                                       th_ptr(&post), th_ptr(&comb), th_ptr(&pre), NULL,        NULL};
+            dsv4_status_t st;
+            run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
+            TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "gates T=%lld: %s", (long long)n, dsv4_last_error());
+            got[alone][0] = mt_download(t, &post, "post");
+            got[alone][1] = mt_download(t, &comb, "comb");
+            got[alone][2] = mt_download(t, &pre, "pre");
+            th_buf_free(&post), th_buf_free(&comb), th_buf_free(&pre), th_buf_free(&ws);
+        }
+        static const int width[3] = {4, 16, 4};
+        static const char *const name[3] = {"post", "comb", "pre"};
+        for (int k = 0; k < 3; ++k) {
+            TH_CHECK(t, memcmp(got[1][k], got[0][k] + r * width[k], (size_t)width[k] * 4) == 0,
+                     "broadcast=%d: %s of token %lld alone differs from the batch's", bc, name[k], (long long)r);
+            free(got[0][k]), free(got[1][k]);
+        }
+        th_buf_free(&res), th_buf_free(&dfn), th_buf_free(&sc), th_buf_free(&ba);
+        free(fnb);
+        mt_seam_in_free(&in);
+    }
+}

@@ -12,6 +12,30 @@
 #include "test_mhc.h"
 
 /* ---- the routing table and split geometry --------------------------------------------------- */
+/* The batch-invariant route: the tensor-core route with the same split count for every
+ * batch size (the auto route and split count change with T). */
+void test_plan_batch_invariant(th_ctx_t *t) {
+    static const int64_t Ts[] = {1, 5, 15, 16, 17, 64, 512, 2048, 8192};
+    static const int64_t Hs[] = {4096, 5120, 7168};
+    for (int hi = 0; hi < 3; ++hi)
+        for (int bc = 0; bc < 2; ++bc) {
+            dsv4_mhc_plan_t alone, pl;
+            TH_OK(t, dsv4_mhc_plan(1, Hs[hi], bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, &alone));
+            int differs = 0;
+            for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ++ti) {
+                TH_OK(t, dsv4_mhc_plan(Ts[ti], Hs[hi], bc, DSV4_MHC_ROUTE_AUTO, &pl));
+                differs |= pl.route != alone.route || pl.splits != alone.splits;
+                TH_OK(t, dsv4_mhc_plan(Ts[ti], Hs[hi], bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, &pl));
+                TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_TENSOR_CORE && pl.splits == alone.splits,
+                         "T=%lld H=%lld bc=%d: route %d S %d, alone S %d", (long long)Ts[ti], (long long)Hs[hi], bc,
+                         pl.route, pl.splits, alone.splits);
+            }
+            TH_CHECK(t, differs, "H=%lld bc=%d: the auto plan never depends on T here", (long long)Hs[hi], bc);
+        }
+    dsv4_mhc_plan_t pl;
+    TH_EXPECT_STATUS(t, dsv4_mhc_plan(4, 4096, 0, 4, &pl), DSV4_STATUS_INVALID_VALUE);
+}
+
 void test_plan_routing(th_ctx_t *t) {
     static const int64_t Ts[] = {0, 1, 5, 6, 12, 15, 16, 17, 64, 512, 2048, 8192};
     /* the models' hidden sizes, and 1152 (no small-T tiling) */
