@@ -71,7 +71,8 @@ extern "C" {
  * slot >= num_pages * P is skipped: nothing is written for that row. Otherwise the 584
  * bytes of the slot's record are written from row k[t, 0:512]: codes and scales as
  * above, the pad byte 0, and k[t, 448:512] copied bit for bit. No other byte of the
- * cache changes. Two rows naming the same slot are a caller error (one of them wins).
+ * cache changes. Two rows naming the same slot are a caller error: their warps store in
+ * parallel, and the record may end up with bytes of both rows.
  *
  *   k              bf16 [rows >= num_tokens, 512], row stride k_stride_row elements;
  *                  16-byte aligned, stride a multiple of 8 (the kernel loads 16 bytes)
