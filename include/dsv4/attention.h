@@ -217,11 +217,13 @@ typedef struct dsv4_sparse_mla_plan {
  * one wave of two CTAs per SM, e.g. T = 1..8; never with WS32 and WS64) the merge CTAs
  * follow the attention CTAs in the same launch. Each waits for its row's S flags, which
  * the split CTAs set after their partials, and stores 0 back, so every call leaves the
- * flags at 0: the workspace needs no clearing, and may hold anything before the first
- * call except the word 0x7FC04D48 at a flag position (a NaN payload no fp32 result
- * has). A call stopped half-way (a device fault) can leave flags set: clear them before
- * reusing such a workspace. Otherwise (merge = 1) a second kernel merges. Both give the
- * same bits.
+ * flags at 0: the workspace needs no clearing. A flag carries a tag of the call (a NaN
+ * payload made from out, the workspace, T and S), so an uninitialized workspace, an
+ * earlier call's results or another call's flags are never taken for this call's. Rule:
+ * one call in flight per workspace (the partials are shared too). A call that breaks it
+ * does not hang: a merge CTA gives up after ~2 s of waiting and writes its row as NaN,
+ * the failure the caller sees; clear the flag words before reusing that workspace.
+ * Otherwise (merge = 1) a second kernel merges. Both give the same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= R * sm_count (one wave at R

@@ -166,10 +166,14 @@ typedef struct dsv4_mhc_plan {
     size_t workspace_bytes;  /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
                                bytes, then fn's bf16 hi / lo split, 48 * K * 2 bytes (K =
                                4H, or H broadcast). SMALL_T: T * 4 * S records of 8 64-bit
-                               words, each partial with the tag 0x7FC04D48 in its high
-                               half; the workspace may hold anything before the first call
-                               except that tag in the high half of a record word, and every
-                               call leaves its records at 0 (graph-safe, no memset)       */
+                               words, each partial with the call's tag (a NaN payload made
+                               from post_out, the workspace, T and H) in its high half: the
+                               workspace may hold anything before a call (another call's
+                               tags included), and every call leaves its records at 0
+                               (graph-safe, no memset). One call in flight per workspace;
+                               a call that breaks the rule does not hang: a gate CTA gives
+                               up after ~2 s and writes NaN gates (and what follows from
+                               them), the failure the caller sees                        */
 } dsv4_mhc_plan_t;
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when

@@ -532,7 +532,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
     /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */
     if (FLAGS && p.part_flags)
         dsv4_grid_flag_publish(p.part_flags + ((int64_t)w.t * p.num_heads + head_cta + tid) * p.num_splits + w.split,
-                               tid < C::HC);
+                               tid < C::HC, p.flag_tag);
 }
 
 /* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows

@@ -6,6 +6,7 @@
 #include "attention/mla_host.h"
 #include "attention/mla_params.h"
 #include "attention/sparse_mla_config.h"
+#include "common/call_tag.h"
 #include "common/error.h"
 
 static const char *OP = "sparse_mla_decode";
@@ -138,7 +139,10 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc, 
         k.part_acc = (float *)workspace;
         k.part_m = k.part_acc + rows * DSV4_MLA_DIM;
         k.part_l = k.part_m + rows;
-        if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
+        if (p.merge == 2) {
+            k.part_flags = (unsigned *)(k.part_l + rows);
+            k.flag_tag = dsv4_call_tag(a->out, workspace, desc->num_tokens, p.num_splits);
+        }
     }
     const int64_t ctas = launch_ctas(&p, desc->num_tokens, desc->num_heads);
     DSV4_TRY(MLA_CFG_IS_WS(p.config) ? mla_launch_decode_ws((int)p.config, &k, ctas, stream)

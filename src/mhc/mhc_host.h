@@ -64,6 +64,7 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws;             /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
                   small-T records of tagged partials (gates_config.h) */
+    unsigned tag;          /* small-T: the tag of this call's partials (common/call_tag.h) */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn the projection
                               pass reads, [48][K]: the call's fn_split (set up with the
                               inputs), or NULL and then the fn split's rows in the workspace

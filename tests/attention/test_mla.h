@@ -22,5 +22,6 @@ void test_gpu_model_shapes(th_ctx_t *t);
 void test_gpu_determinism(th_ctx_t *t);
 void test_gpu_nan_inf(th_ctx_t *t);
 void test_gpu_batch_invariant(th_ctx_t *t);
+void test_gpu_workspace_flags(th_ctx_t *t);
 
 #endif

@@ -509,6 +509,7 @@ static const th_test_t tests[] = {
     {"attention.plan", test_plan, TH_CPU},
     {"attention.plan_batch_invariant", test_plan_batch_invariant, TH_CPU},
     {"attention.gpu_batch_invariant", test_gpu_batch_invariant, TH_GPU},
+    {"attention.gpu_workspace_flags", test_gpu_workspace_flags, TH_GPU},
     {"attention.page_magic", test_page_magic, TH_CPU},
     {"attention.bad_input_decode", test_bad_input_decode, TH_CPU},
     {"attention.bad_input_prefill", test_bad_input_prefill, TH_CPU},

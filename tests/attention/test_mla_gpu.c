@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "attention/sparse_mla_config.h"
 #include "dsv4/numerics.h"
 #include "mla_case.h"
@@ -570,6 +572,70 @@ void test_gpu_batch_invariant(th_ctx_t *t) {
         th_buf_free(&ob), th_buf_free(&ws);
     }
     free(batch), free(alone);
+    mla_decode_dev_free(&g);
+    mla_decode_free(&d);
+}
+
+/* Workspace flags (attention.h, Merge): merge CTAs in the launch (merge = 2) must take only
+ * their own call's flags. (a) A workspace whose every word holds the flag value of earlier
+ * builds (0x7FC04D48) gives the same bits as a clean one: no merge reads early. (b) Two
+ * calls in flight at once on two streams sharing the workspace (a caller error) both
+ * finish: no merge waits for ever. (c) Two streams ordered by an event share it safely. */
+static dsv4_status_t decode_on(const dsv4_sparse_mla_decode_desc_t *desc, const dsv4_sparse_mla_decode_args_t *a,
+                               th_buf_t *ws, size_t need, void *stream) {
+    return dsv4_sparse_mla_decode(desc, a, th_ptr(ws), need, DSV4_STREAM(stream));
+}
+void test_gpu_workspace_flags(th_ctx_t *t) {
+    const int T = 4, H = 64;
+    const mla_decode_case_t c = mla_decode_model_case(T, H, 40, 80, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), &c, &d);
+    mla_decode_dev_t g;
+    mla_decode_upload(&d, &g);
+    dsv4_sparse_mla_decode_desc_t desc = d.desc;
+    desc.config = DSV4_MLA_CONFIG_H16W4, desc.num_splits = 8, desc.sm_count = 1 << 16;
+    dsv4_sparse_mla_plan_t p;
+    TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
+    TH_CHECK(t, p.merge == 2, "the case plans merge %d, not the in-launch merge", p.merge);
+    const size_t n = (size_t)T * H * 512, need = p.workspace_bytes;
+    uint16_t *want = malloc(n * 2), *got = malloc(n * 2);
+    if (p.merge == 2 && mla_decode_gpu(t, &d, &g, &desc, want, NULL, NULL)) {
+        th_buf_t ws = th_buf_device(need), out2 = th_buf_device(n * 2);
+        uint32_t *fill = malloc(need);
+        for (size_t i = 0; i < need / 4; ++i) fill[i] = 0x7FC04D48u;
+        th_buf_upload(&ws, fill); /* (a) */
+        void *s1 = th_stream_create(t), *s2 = th_stream_create(t);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        th_stream_sync_destroy(t, s1);
+        th_buf_download(&g.b[1], got);
+        TH_CHECK(t, memcmp(got, want, n * 2) == 0, "a workspace full of old flag words changed the output");
+        dsv4_sparse_mla_decode_args_t b = g.args; /* (b): the second call writes out2 */
+        b.out = th_ptr(&out2);
+        s1 = th_stream_create(t);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        TH_OK(t, decode_on(&desc, &b, &ws, need, s2));
+        th_stream_sync_destroy(t, s1);
+        th_stream_sync_destroy(t, s2);
+        TH_CUDA(t, cudaGetLastError());
+        th_buf_poison(&ws, 0);                              /* a broken call may leave flags set: the rule's remedy */
+        s1 = th_stream_create(t), s2 = th_stream_create(t); /* (c) */
+        cudaEvent_t ev;
+        TH_CUDA(t, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        th_buf_poison(&out2, 0xFF);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        TH_CUDA(t, cudaEventRecord(ev, (cudaStream_t)s1));
+        TH_CUDA(t, cudaStreamWaitEvent((cudaStream_t)s2, ev, 0));
+        TH_OK(t, decode_on(&desc, &b, &ws, need, s2));
+        th_stream_sync_destroy(t, s1);
+        th_stream_sync_destroy(t, s2);
+        cudaEventDestroy(ev);
+        th_buf_download(&out2, got);
+        TH_CHECK(t, memcmp(got, want, n * 2) == 0, "ordered calls sharing the workspace: the second output differs");
+        th_buf_guards_ok(t, &ws, "workspace");
+        th_buf_free(&ws), th_buf_free(&out2);
+        free(fill);
+    }
+    free(want), free(got);
     mla_decode_dev_free(&g);
     mla_decode_free(&d);
 }

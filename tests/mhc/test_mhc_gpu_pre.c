@@ -341,3 +341,41 @@ void test_gates_batch_invariant_gpu(th_ctx_t *t) {
         mt_seam_in_free(&in);
     }
 }
+
+/* The small-T route's tagged records (mhc.h, dsv4_mhc_plan_t.workspace_bytes): a
+ * workspace whose every word carries the tag of earlier builds (0x7FC04D48) in its high
+ * half gives the same gates, bit for bit, as a 0xFF-poisoned one: no gate CTA takes a
+ * stale word for a partial of this call. */
+void test_gates_stale_tags_gpu(th_ctx_t *t) {
+    const int64_t T = 6, H = MC_MHC_HIDDEN;
+    mt_seam_in_t in;
+    mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, 0);
+    const dsv4_mhc_gates_desc_t d = {T, H, 0, DSV4_MHC_ROUTE_SMALL_T, mt_gate_params(0), in.rs};
+    size_t wsb = 0;
+    TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
+    th_buf_t res = mt_dev(in.R, (size_t)(T * in.rs) * 2), dfn = mt_dev(in.fn, (size_t)(24 * 4 * H) * 4);
+    th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96);
+    uint32_t *stale = malloc(wsb);
+    for (size_t i = 0; i < wsb / 4; ++i) stale[i] = i % 2 ? 0x7FC04D48u : 0x3F800000u; /* tag over 1.0f */
+    float *got[2][3];
+    for (int k = 0; k < 2; ++k) {
+        th_buf_t post = mt_dev(NULL, (size_t)(16 * T)), comb = mt_dev(NULL, (size_t)(64 * T));
+        th_buf_t pre = mt_dev(NULL, (size_t)(16 * T)), ws = mt_dev(k ? stale : NULL, wsb);
+        dsv4_mhc_gates_args_t a = {th_ptr(&res),  th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), NULL,
+                                   th_ptr(&post), th_ptr(&comb), th_ptr(&pre), NULL,        NULL};
+        dsv4_status_t st;
+        run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
+        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "gates: %s", dsv4_last_error());
+        got[k][0] = mt_download(t, &post, "post");
+        got[k][1] = mt_download(t, &comb, "comb");
+        got[k][2] = mt_download(t, &pre, "pre");
+        th_buf_free(&post), th_buf_free(&comb), th_buf_free(&pre), th_buf_free(&ws);
+    }
+    mt_cmp_f32_exact(t, "post over stale tags", got[1][0], got[0][0], T, 4);
+    mt_cmp_f32_exact(t, "comb over stale tags", got[1][1], got[0][1], T, 16);
+    mt_cmp_f32_exact(t, "pre over stale tags", got[1][2], got[0][2], T, 4);
+    for (int k = 0; k < 2; ++k) free(got[k][0]), free(got[k][1]), free(got[k][2]);
+    th_buf_free(&res), th_buf_free(&dfn), th_buf_free(&sc), th_buf_free(&ba);
+    free(stale);
+    mt_seam_in_free(&in);
+}

@@ -27,6 +27,7 @@ static const th_test_t tests[] = {
     {"mhc.gpu_fn_split_calls", test_fn_split_calls_gpu, TH_GPU},
     {"mhc.gpu_gates", test_gates_gpu, TH_GPU},
     {"mhc.gpu_gates_batch_invariant", test_gates_batch_invariant_gpu, TH_GPU},
+    {"mhc.gpu_gates_stale_tags", test_gates_stale_tags_gpu, TH_GPU},
     {"mhc.gpu_pre", test_pre_gpu, TH_GPU},
     {"mhc.gpu_seam_v41", test_seam_gpu, TH_GPU},
     {"mhc.gpu_seam_v4", test_seam_v4_gpu, TH_GPU},
