@@ -71,8 +71,13 @@ extern "C" {
  * slot >= num_pages * P is skipped: nothing is written for that row. Otherwise the 584
  * bytes of the slot's record are written from row k[t, 0:512]: codes and scales as
  * above, the pad byte 0, and k[t, 448:512] copied bit for bit. No other byte of the
- * cache changes. Two rows naming the same slot are a caller error: their warps store in
- * parallel, and the record may end up with bytes of both rows.
+ * cache changes. Duplicate slots: when several rows name one slot, the record holds
+ * exactly one of those rows' 584 bytes (which one is unspecified; the CPU reference
+ * keeps the last), never a mix. The run call first enqueues a claim kernel that stores
+ * 2^31 | t into scale bytes 4..7 of every record a row t will write (the last claim
+ * stored stands); the insert then writes a record only from the row whose claim it
+ * finds, and ends with those 4 bytes in one store (pad byte 0 on top: never a claim).
+ * The same holds for dsv4_kv_rope_insert and the kv side of dsv4_kv_swa_write.
  *
  *   k              bf16 [rows >= num_tokens, 512], row stride k_stride_row elements;
  *                  16-byte aligned, stride a multiple of 8 (the kernel loads 16 bytes)

@@ -11,8 +11,8 @@
  *
  *   DSV4_FUZZ_SECONDS   time budget of each GPU test (default 20); the CPU test runs the
  *                       same generators through the references only (200 small cases)
- * kv_insert's slots are distinct here (two rows naming one slot are a caller error,
- * include/dsv4/kvcache.h).
+ * kv_insert's slots are distinct here: of rows naming one slot the kernel keeps one and
+ * the reference the last (include/dsv4/kvcache.h; kvcache.gpu_duplicate_slots).
  */
 #include <stdio.h>
 #include <stdlib.h>
