@@ -236,9 +236,9 @@ typedef struct dsv4_sparse_mla_plan {
  *
  * Batch-invariant mode (batch_invariant = 1): the auto choices above depend on T and the
  * SM count, so a request's output bits would depend on the rest of the batch. In this
- * mode the auto config is the T = 1 choice for H (a function of H only), the auto split
- * count is 1, and the SM count is not consulted; an explicit config or num_splits is
- * kept. Each (token, split, head group) tile is computed on its own and every list is
+ * mode the auto config is the T = 1 choice for H (a function of H only) and the auto
+ * split count is 1; the SM count then only picks the merge route, which gives the same
+ * bits either way. An explicit config or num_splits is kept. Each (token, split, head group) tile is computed on its own and every list is
  * cut by the row's own length, so with the config and S fixed a row's bits depend only
  * on its own inputs: a request alone and the same request inside any batch give
  * identical bits. The cost: no split-KV at small T (one CTA per head group and token).

@@ -151,7 +151,8 @@ static const fz_field_t md_fields[] = {F64(MD, num_tokens),
                                        F64(MD, num_splits),
                                        F32I(MD, force_merge),
                                        F64(MD, config),
-                                       F64(MD, sm_count)};
+                                       F64(MD, sm_count),
+                                       F32I(MD, batch_invariant)};
 WRAP(sparse_mla_decode, MD)
 static dsv4_status_t md_plan(const void *d) {
     dsv4_sparse_mla_plan_t p;
