@@ -221,8 +221,9 @@ typedef struct dsv4_sparse_mla_plan {
  * payload made from out, the workspace, T and S), so an uninitialized workspace, an
  * earlier call's results or another call's flags are never taken for this call's. Rule:
  * one call in flight per workspace (the partials are shared too). A call that breaks it
- * does not hang: a merge CTA gives up after ~2 s of waiting and writes its row as NaN,
- * the failure the caller sees; clear the flag words before reusing that workspace.
+ * does not hang: a merge warp gives up after ~2 s of waiting and writes NaN to the dims
+ * of the row it merges, the failure the caller sees; clear the flag words before reusing
+ * that workspace.
  * Otherwise (merge = 1) a second kernel merges. Both give the same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when

@@ -98,7 +98,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     }
     L = mla_add_sink(L, sink, M);
     uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * lt;
-    if (WAIT && lost) L = __int_as_float(0x7FFFFFFF); /* a NaN row: the failure shows (attention.h) */
+    if (WAIT && lost) L = __int_as_float(0x7FFFFFFF); /* NaN dims: the failure shows (attention.h) */
     *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
                                dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
     if (WAIT) {
