@@ -34,6 +34,11 @@
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
+/* Dense q and out ([T, H, 512] rows): strides have no default. */
+#define DENSE_QO(d, H)                                                                                                 \
+    ((d)->q_stride_token = (H)*512, (d)->q_stride_head = 512, (d)->out_stride_token = (H)*512,                         \
+     (d)->out_stride_head = 512)
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { return bench_rng_next(&rng_state); }
 static double rnd_normal(void) {
@@ -218,6 +223,7 @@ static int prefill_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape
     for (int i = 0; i < T * s.w_main; ++i) ids[i] = (int32_t)(rnd() % ROWS);
     dsv4_sparse_mla_prefill_desc_t d = {0};
     d.num_tokens = T, d.num_heads = s.H, d.kv_rows = ROWS, d.width = s.w_main;
+    DENSE_QO(&d, s.H), d.kv_stride = 512, d.ids_stride = s.w_main;
     dsv4_sparse_mla_prefill_args_t a = {q, kv, ids, lens, NULL, out, NULL, NULL};
     double max_k = 0;
     for (size_t i = 0; i < (size_t)ROWS * 512; ++i) max_k = fmax(max_k, fabs(dsv4_bf16_to_f32(kv[i])));
@@ -248,6 +254,7 @@ static int run_prefill(bench_ctx_t *ctx, const char *op, const char *name) {
     prefill_state_t st;
     memset(&st, 0, sizeof st);
     st.d.num_tokens = s.T, st.d.num_heads = s.H, st.d.kv_rows = (int64_t)PF_REQ * PF_SLAB, st.d.width = s.w_main;
+    DENSE_QO(&st.d, s.H), st.d.kv_stride = 512, st.d.ids_stride = s.w_main;
     st.d.config = s.cfg;
     st.a.q = pw.q, st.a.kv = pw.kv, st.a.ids = pw.ids, st.a.lens = pw.lens, st.a.sink = pw.sink, st.a.out = pw.out;
     dsv4_sparse_mla_plan_t plan;
@@ -412,11 +419,14 @@ static void decode_desc(dsv4_sparse_mla_decode_desc_t *d, int T, int H, int cfg,
     memset(d, 0, sizeof *d);
     d->num_tokens = T, d->num_heads = H, d->config = cfg, d->num_splits = S;
     if (merge) d->sm_count = merge == 2 ? 1 << 16 : 1;
+    DENSE_QO(d, H);
     d->main.width = DC_WM;
+    d->main.stride = DC_WM;
     d->main.cache.page_tokens = SW_P, d->main.cache.page_stride_bytes = SW_STRIDE;
     d->main.cache.num_pages = DC_TMAX * 5;
     d->has_extra = 1;
     d->extra.width = DC_WE;
+    d->extra.stride = DC_WE;
     d->extra.cache.page_tokens = DC_P, d->extra.cache.page_stride_bytes = DC_STRIDE;
     d->extra.cache.num_pages = DC_PAGES;
 }

@@ -64,7 +64,8 @@ static void ir_cpu(void *st) {
 }
 
 static void ir_problem(int64_t T, int64_t H, uint64_t *s, ir_state_t *h) {
-    h->d = (dsv4_inv_rope_desc_t){.num_tokens = T, .num_heads = H, .max_position = T};
+    h->d = (dsv4_inv_rope_desc_t){
+        .num_tokens = T, .num_heads = H, .max_position = T, .o_stride_token = H * 512, .o_stride_head = 512};
     uint16_t *o = malloc((size_t)(T * H) * 1024);
     int64_t *pos = malloc((size_t)T * 8);
     float *cs = malloc((size_t)T * 256);
@@ -162,8 +163,15 @@ enum { EG_TABLE_ROWS = 1 << 16 };
 /* T tokens, H columns of D dims all owned, ids uniform over a 64K-row table whose codes are
  * finite and whose scales are 115..135. */
 static void eg_problem(int64_t T, int64_t H, int64_t D, uint64_t *s, eg_state_t *h) {
-    h->d = (dsv4_engram_lookup_desc_t){
-        .num_tokens = T, .n_cols = H, .local_heads = H, .head_dim = D, .vocab_end = EG_TABLE_ROWS};
+    h->d = (dsv4_engram_lookup_desc_t){.num_tokens = T,
+                                       .n_cols = H,
+                                       .local_heads = H,
+                                       .head_dim = D,
+                                       .vocab_end = EG_TABLE_ROWS,
+                                       .ids_stride_token = H,
+                                       .ids_stride_head = 1,
+                                       .values_stride_bytes = D,
+                                       .scales_stride_bytes = D / 32};
     uint8_t *values = malloc((size_t)(EG_TABLE_ROWS * D)), *scales = malloc((size_t)(EG_TABLE_ROWS * D / 32));
     int32_t *ids = malloc((size_t)(T * H) * 4);
     for (int64_t i = 0; i < EG_TABLE_ROWS * D; ++i) {
@@ -291,7 +299,7 @@ static float cp_uniform(uint64_t *s, float half) {
 static void cp_problem(int64_t T, int64_t r, uint64_t *s, cp_state_t *h) {
     memset(h, 0, sizeof *h);
     const int64_t W = CP_D * r, L = T >= 2048 ? 2048 : 6, R = r == 2 ? (T + L - 1) / L : 0;
-    h->d = (dsv4_compress_desc_t){.num_tokens = T, .ratio = r, .eps = 1e-6f};
+    h->d = (dsv4_compress_desc_t){.num_tokens = T, .ratio = r, .eps = 1e-6f, .kv_stride = 512 * r, .ring_stride = 1024};
     h->kv_bytes = (size_t)(T * W) * 4;
     float *kv = malloc(h->kv_bytes);
     for (int64_t i = 0; i < T * W; ++i) kv[i] = cp_uniform(s, i % W < CP_D ? 2.0f : 4.0f);

@@ -90,7 +90,12 @@ static void q_cpu(void *st) {
 }
 
 static void q_problem(int64_t T, int64_t H, uint64_t *s, q_state_t *h) {
-    h->d = (dsv4_indexer_q_desc_t){.num_tokens = T, .num_heads = H, .max_position = T};
+    h->d = (dsv4_indexer_q_desc_t){.num_tokens = T,
+                                   .num_heads = H,
+                                   .max_position = T,
+                                   .q_stride_token = H * 128,
+                                   .q_stride_head = 128,
+                                   .w_stride_token = H};
     uint16_t *q = malloc((size_t)(T * H) * 256), *wr = malloc((size_t)(T * H) * 2);
     int64_t *pos = malloc((size_t)T * 8);
     for (int64_t i = 0; i < T * H * 128; ++i) q[i] = rand_bf16(s);
@@ -198,7 +203,8 @@ static void k_problem(int64_t T, int64_t r, uint64_t *s, k_state_t *h) {
                                          .page_tokens = P,
                                          .page_stride_bytes = stride,
                                          .num_pages = pages,
-                                         .eps = 1e-6f};
+                                         .eps = 1e-6f,
+                                         .k_stride_row = 128};
     h->cache_bytes = (size_t)(pages * stride);
     uint16_t *k = malloc((size_t)T * 256), *g = malloc(256);
     int64_t *pos = malloc((size_t)T * 8), *slot = malloc((size_t)T * 8);
@@ -325,11 +331,15 @@ static void tk_problem(const tk_shape_t *s, int64_t pattern, uint64_t *rs, tk_st
                                       .ratio = s->r,
                                       .num_reqs = s->reqs,
                                       .block_table_width = width,
+                                      .block_table_stride = width,
                                       .page_tokens = P,
                                       .page_stride_bytes = stride,
                                       .num_pages = pages,
+                                      .topk_stride = 512,
                                       .max_keys = n,
-                                      .candidate_mode = s->mode};
+                                      .candidate_mode = s->mode,
+                                      .candidate_count = 2048,
+                                      .candidate_stride = 2048};
     *pat_pages = pages < pattern ? pages : pattern;
     *pat = malloc((size_t)(*pat_pages * stride));
     for (int64_t i = 0; i < *pat_pages * stride; ++i) {
@@ -434,8 +444,18 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
     h.a.topk = topk, h.a.cand = s.mode == 2 ? lists : cand;
     bench_timing_t tm;
     int ok = 1;
-    const dsv4_indexer_logits_desc_t ld = {
-        T, 32, s.r, s.reqs, h.d.block_table_width, 0, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages, n, n, 0};
+    const dsv4_indexer_logits_desc_t ld = {T,
+                                           32,
+                                           s.r,
+                                           s.reqs,
+                                           h.d.block_table_width,
+                                           h.d.block_table_width,
+                                           h.d.page_tokens,
+                                           h.d.page_stride_bytes,
+                                           h.d.num_pages,
+                                           n,
+                                           n,
+                                           n};
     const dsv4_indexer_logits_args_t la = {h.a.q8, h.a.w, h.a.positions, h.a.row_req, NULL, h.a.block_table, pat, lg};
     ok &= dsv4_indexer_logits_ref(&ld, &la) == DSV4_STATUS_SUCCESS;
     bench_time_cpu(tk_cpu, &h, 3, &tm);
@@ -469,7 +489,7 @@ static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv, c
                                            s->r,
                                            s->reqs,
                                            dv->d.block_table_width,
-                                           0,
+                                           dv->d.block_table_width,
                                            dv->d.page_tokens,
                                            dv->d.page_stride_bytes,
                                            dv->d.num_pages,

@@ -125,7 +125,8 @@ static void cmb_make(cmb_state_t *s, int64_t T, int64_t topk, int64_t ratio) {
     const int64_t R = MC_CHUNK_REQS, W = MC_WINDOW, max_model_len = MC_MAX_MODEL_LEN;
     uint64_t seed = 0x1D1CE5u + (uint64_t)(T * 31 + topk * 7 + ratio);
     memset(s, 0, sizeof *s);
-    dsv4_combine_topk_swa_desc_t d = {T, R, topk, topk, 0, W, ratio, 0, 0, 0, DSV4_COMBINE_V4_1};
+    dsv4_combine_topk_swa_desc_t d = {
+        T, R, topk, topk, topk, W, ratio, 0, 0, dsv4_combine_topk_swa_cols(topk, W), DSV4_COMBINE_V4_1};
     d.swa_row0 = ratio ? (max_model_len + ratio - 1) / ratio : 0;
     d.slab_rows = d.swa_row0 + W + T;
     s->d = d;

@@ -34,7 +34,7 @@ typedef struct {
 static void tt_make(tt_state_t *s, int64_t T, int64_t K) {
     uint64_t seed = 0x7A3B1Eu + (uint64_t)(T * 13 + K);
     memset(s, 0, sizeof *s);
-    dsv4_topk_translate_desc_t d = {T, K, T, TT_WIDTH, TT_P, 0, 0, 0};
+    dsv4_topk_translate_desc_t d = {T, K, T, TT_WIDTH, TT_P, K, TT_WIDTH, K};
     s->d = d;
     s->topk = malloc((size_t)(T * K) * 4);
     s->t2r = malloc((size_t)T * 4);
@@ -236,7 +236,7 @@ typedef struct {
 static void dsw_make(dsw_state_t *s, int64_t T) {
     uint64_t seed = 0x5A1DEu + (uint64_t)T;
     memset(s, 0, sizeof *s);
-    dsv4_decode_swa_indices_desc_t d = {T, T, DSW_W, DSW_P, DSW_WIDTH, 0, 0};
+    dsv4_decode_swa_indices_desc_t d = {T, T, DSW_W, DSW_P, DSW_WIDTH, DSW_WIDTH, DSW_W};
     s->d = d;
     int32_t *t2r = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4), *tab = malloc((size_t)(T * DSW_WIDTH) * 4);
     uint8_t *valid = malloc((size_t)T);

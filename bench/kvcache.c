@@ -120,7 +120,10 @@ static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h
                                    .max_gather_len = per,
                                    .page_tokens = c->P,
                                    .page_stride_bytes = MC_PAGE_STRIDE(c->P),
-                                   .num_pages = npages};
+                                   .num_pages = npages,
+                                   .block_table_stride = width,
+                                   .out_stride_req = per * 512,
+                                   .out_stride_row = 512};
     const size_t cbytes = (size_t)(npages * h->d.page_stride_bytes);
     uint8_t *cache = malloc(cbytes);
     for (size_t i = 0; i < cbytes; ++i) {
@@ -237,7 +240,7 @@ static void insert_cpu(void *st) {
 /* T rows into consecutive slots of shuffled pages of a P = 64 cache (V4 SWA / C4A page). */
 static void insert_problem(int64_t T, uint64_t *s, insert_state_t *h) {
     const int64_t P = MC_V4_PAGE_TOKENS, npages = (T + P - 1) / P + 1;
-    h->d = (dsv4_kv_insert_desc_t){T, 0, P, MC_PAGE_STRIDE(P), npages};
+    h->d = (dsv4_kv_insert_desc_t){T, 512, P, MC_PAGE_STRIDE(P), npages};
     uint16_t *k = malloc((size_t)T * 1024);
     int64_t *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
     for (int64_t i = 0; i < T * 512; ++i) k[i] = rng_bf16(s);
@@ -334,7 +337,7 @@ static void rope_cpu(void *st) {
  * of shuffled pages, the others have slot -1 (upstream's compressed slot mapping). */
 static void rope_problem(int64_t T, int64_t r, uint64_t *s, rope_state_t *h) {
     const int64_t P = r == 1 ? 128 : 64, states = T / r, npages = (states + P - 1) / P + 1, max_pos = T;
-    h->d = (dsv4_kv_rope_insert_desc_t){T, 0, P, MC_PAGE_STRIDE(P), npages, r, max_pos};
+    h->d = (dsv4_kv_rope_insert_desc_t){T, 512, P, MC_PAGE_STRIDE(P), npages, r, max_pos};
     uint16_t *x = malloc((size_t)T * 1024);
     int64_t *pos = malloc((size_t)T * 8), *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
     float *cs = malloc((size_t)max_pos * 256);
@@ -449,7 +452,10 @@ static void swa_problem(int64_t N, int64_t H, int skip_q_norm, uint64_t *s, swa_
                                       .page_stride_bytes = MC_PAGE_STRIDE(P),
                                       .num_pages = npages,
                                       .eps = 1e-6f,
-                                      .skip_q_norm = skip_q_norm};
+                                      .skip_q_norm = skip_q_norm,
+                                      .q_stride_token = H * 512,
+                                      .q_stride_head = 512,
+                                      .kv_stride_row = 512};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
     float *cs = malloc((size_t)N * 256);
@@ -552,7 +558,7 @@ static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int6
     }
     uint8_t *want = calloc((size_t)(h.d.num_pages * h.d.page_stride_bytes), 1);
     rope_rows_fmaf(h.a.kv, 64, 1, h.a.cos_sin_cache, rot);
-    dsv4_kv_insert_desc_t di = {64, 0, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages};
+    dsv4_kv_insert_desc_t di = {64, 512, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages};
     dsv4_kv_insert_args_t ai = {rot, h.a.slot_mapping, want};
     dsv4_kv_insert_ref(&di, &ai);
     ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));

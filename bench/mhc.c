@@ -116,7 +116,7 @@ static dsv4_status_t split_launch(bench_ctx_t *ctx, void *state) {
 static int seam_setup(bench_ctx_t *ctx, seam_state_t *s, const host_in_t *h, int route, int presplit) {
     const int64_t T = h->T, H = h->H;
     memset(s, 0, sizeof *s);
-    const dsv4_mhc_seam_desc_t d = {T, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    const dsv4_mhc_seam_desc_t d = {T, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, H, 4 * H, 4 * H, H, H};
     s->d = d;
     dsv4_mhc_seam_args_t a = {dev_copy(s, h->x, (size_t)(T * H) * 2),
                               dev_copy(s, h->R, (size_t)(T * 4 * H) * 2),
@@ -274,9 +274,9 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
                      NULL, NULL}};
     bench_timing_t tm;
     bench_time_cpu(cpu_seam_run, &c, 3, &tm);
-    dsv4_mhc_post_desc_t pd = {n, H, 0, 0, 0};
+    dsv4_mhc_post_desc_t pd = {n, H, H, 4 * H, 4 * H};
     dsv4_mhc_post_args_t pa = {h.x, h.R, h.post, h.comb, R2, NULL};
-    dsv4_mhc_collapse_desc_t cd = {n, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {n, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     dsv4_mhc_collapse_args_t ca = {R2, h.pre_mix, NULL, li2, NULL};
     int bad = dsv4_mhc_post_ref(&pd, &pa) || dsv4_mhc_collapse_ref(&cd, &ca);
     bad |= memcmp(R, R2, (size_t)(n * 4 * H) * 2) != 0 || memcmp(li, li2, (size_t)(n * H) * 2) != 0;
@@ -415,11 +415,11 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
         gpre = malloc((size_t)T * 16);
     }
     o.which = which;
-    const dsv4_mhc_post_desc_t pd = {T, H, 0, 0, 0};
+    const dsv4_mhc_post_desc_t pd = {T, H, H, 4 * H, 4 * H};
     const dsv4_mhc_post_args_t pa = {x, R, post, comb, R_out, sq};
-    const dsv4_mhc_collapse_desc_t cd = {T, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    const dsv4_mhc_collapse_desc_t cd = {T, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     const dsv4_mhc_collapse_args_t ca = {R, pm, w, out, NULL};
-    const dsv4_mhc_gates_desc_t gd = {T, H, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
+    const dsv4_mhc_gates_desc_t gd = {T, H, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 4 * H};
     const dsv4_mhc_gates_args_t ga = {R, fn, scale, base, NULL, gpost, gcomb, gpre, NULL, split};
     o.pd = pd, o.pa = pa, o.cd = cd, o.ca = ca, o.gd = gd, o.ga = ga;
     /* post+sqrsum reads x and R, writes R_new (18H) + sqrsum; collapse+norm reads R, writes

@@ -11,7 +11,8 @@
 # DSV4_SANITIZER_EXCLUDE names test substrings (comma-separated) to leave out of the sanitizer
 # runs, DSV4_SANITIZE_ONLY the test binaries to run under it (space-separated names, default
 # all), DSV4_SANITIZE_TIMEOUT a limit in seconds for each sanitizer job;
-# DSV4_BENCH=0 skips the benchmark; DSV4_PYTHON=0 skips the Python binding's tests and the
+# DSV4_FUZZ_SOAK=0 skips the GPU fuzz soak under memcheck, DSV4_FUZZ_SECONDS its length
+# (default 120); DSV4_BENCH=0 skips the benchmark; DSV4_PYTHON=0 skips the Python binding's tests, the
 # PyTorch comparison and the attention block benchmark (they run where python3 has torch and pytest).
 set -u
 cd "$(dirname "$0")/.."
@@ -79,6 +80,18 @@ if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
       name=$(basename "$rcf" .log.rc)
       echo "$name: $r ($(grep -h "^summary:" "${rcf%.rc}" | tail -1); $(grep -h "ERROR SUMMARY" "${rcf%.rc}" | tail -1))" | tee -a "$out/summary.txt"
     done
+  fi
+fi
+
+if [ "${DSV4_FUZZ_SOAK:-1}" != 0 ]; then
+  secs=${DSV4_FUZZ_SECONDS:-120}
+  step "GPU fuzz soak under compute-sanitizer memcheck ($secs s of cases, at most $((secs * 3)) s)"
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  if [ -n "$san" ] && DSV4_FUZZ_SECONDS=$secs timeout -k 5 $((secs * 3)) "$san" --tool memcheck --error-exitcode 99 \
+      "$DSV4_BUILD_DIR/tests/fuzz/test_fuzz_gpu" --gpu-only >"$out/fuzz_soak.log" 2>&1; then
+    echo "fuzz soak: clean ($(grep -h "cases" "$out/fuzz_soak.log" | tail -1))" | tee -a "$out/summary.txt"
+  else
+    echo "fuzz soak: FAILED (see fuzz_soak.log)" | tee -a "$out/summary.txt"; status=1
   fi
 fi
 

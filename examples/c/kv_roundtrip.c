@@ -38,7 +38,8 @@ int main(void) {
     const dsv4_kv_insert_desc_t ins = {.num_tokens = ROWS,
                                        .page_tokens = PAGE_TOKENS,
                                        .page_stride_bytes = page_stride,
-                                       .num_pages = NUM_PAGES};
+                                       .num_pages = NUM_PAGES,
+                                       .k_stride_row = 512};
     const dsv4_kv_insert_args_t ins_args = {.k = k, .slot_mapping = slots, .cache = cache};
     dsv4_status_t st = dsv4_kv_insert_ref(&ins, &ins_args);
     if (st != DSV4_STATUS_SUCCESS) return fail("dsv4_kv_insert_ref", st);
@@ -52,7 +53,10 @@ int main(void) {
                                        .out_rows = ROWS,
                                        .page_tokens = PAGE_TOKENS,
                                        .page_stride_bytes = page_stride,
-                                       .num_pages = NUM_PAGES};
+                                       .num_pages = NUM_PAGES,
+                                       .block_table_stride = 2,
+                                       .out_stride_req = ROWS * 512,
+                                       .out_stride_row = 512};
     const dsv4_kv_gather_args_t gat_args = {
         .cache = cache, .seq_lens = seq_lens, .gather_lens = gather_lens, .block_table = block_table, .out = out};
     st = dsv4_kv_gather_ref(&gat, &gat_args);

@@ -16,6 +16,12 @@
  * term; sink[h] = -inf does the same for one head. An empty J gives zeros, with or
  * without a sink. Invalid entries are skipped, never errors.
  *
+ * NaN and Inf: NaN in, NaN out, so that an upstream bug stays visible. A NaN score s_j
+ * (a NaN in q, or q * K making inf - inf) or a +inf score makes the softmax denominator
+ * NaN, and then every element of out[t,h,:] is NaN (ref_lse NaN); a -inf score weighs
+ * its row 0, and 0 * inf elements of that row are NaN in the dims they touch. Kernels
+ * and references agree on every NaN position.
+ *
  * Kernel numerics (what the tests hold the kernels to): one unified 512-wide dot on
  * mma.sync (bf16 x bf16 -> fp32); an online softmax per tile of 16 keys whose reference
  * max m starts at -FLT_MAX and moves to a tile's max only when that exceeds m by more
@@ -36,7 +42,7 @@
  * give identical bits.
  *
  * Shapes, strides and alignment: q and out are [T, H, 512] bf16 with the last dim
- * contiguous and token/head strides in elements (0 means the dense default: head 512,
+ * contiguous and token/head strides in elements (no default, dsv4.h; dense: head 512,
  * token H*512), multiples of 8; q, out and kv/cache pointers 16-byte aligned; index,
  * length and sink pointers 4-byte aligned. H is a multiple of 16 in [16, 128]. T = 0
  * is a valid no-op.
@@ -145,17 +151,17 @@ typedef struct dsv4_sparse_mla_cache {
  * below 0 count as 0). An id is valid iff 0 <= id < num_pages * P of its own cache. */
 typedef struct dsv4_sparse_mla_list {
     int64_t width;  /* columns of the [T, width] int32 id tensor, 1 .. 2^20         */
-    int64_t stride; /* row stride of the id tensor in elements; 0 means width       */
+    int64_t stride; /* row stride of the id tensor in elements; dense: width       */
     dsv4_sparse_mla_cache_t cache;
 } dsv4_sparse_mla_list_t;
 
 typedef struct dsv4_sparse_mla_decode_desc {
     int64_t num_tokens;           /* T >= 0 decode tokens                                    */
     int64_t num_heads;            /* H: multiple of 16 in [16, 128]                          */
-    int64_t q_stride_token;       /* elements; 0: H * 512                                     */
-    int64_t q_stride_head;        /* elements; 0: 512                                         */
-    int64_t out_stride_token;     /* elements; 0: H * 512                                     */
-    int64_t out_stride_head;      /* elements; 0: 512                                         */
+    int64_t q_stride_token;       /* elements; dense: H * 512                                     */
+    int64_t q_stride_head;        /* elements; dense: 512                                         */
+    int64_t out_stride_token;     /* elements; dense: H * 512                                     */
+    int64_t out_stride_head;      /* elements; dense: 512                                         */
     dsv4_sparse_mla_list_t main;  /* the SWA list and cache (processed first)             */
     int has_extra;                /* 1: the compressed list below is present              */
     dsv4_sparse_mla_list_t extra; /* the compressed (top-k) list and cache               */
@@ -164,6 +170,7 @@ typedef struct dsv4_sparse_mla_decode_desc {
     int force_merge;              /* 1: write partials and merge even when S == 1 (tests)     */
     int64_t config;               /* dsv4_mla_config_t: 0 picks one                           */
     int64_t sm_count;             /* SMs to plan for; 0: the current device's                  */
+    int32_t batch_invariant;      /* 1: a row's bits independent of the batch (below); 0 or 1 */
 } dsv4_sparse_mla_decode_desc_t;
 
 typedef struct dsv4_sparse_mla_decode_args {
@@ -210,11 +217,14 @@ typedef struct dsv4_sparse_mla_plan {
  * one wave of two CTAs per SM, e.g. T = 1..8; never with WS32 and WS64) the merge CTAs
  * follow the attention CTAs in the same launch. Each waits for its row's S flags, which
  * the split CTAs set after their partials, and stores 0 back, so every call leaves the
- * flags at 0: the workspace needs no clearing, and may hold anything before the first
- * call except the word 0x7FC04D48 at a flag position (a NaN payload no fp32 result
- * has). A call stopped half-way (a device fault) can leave flags set: clear them before
- * reusing such a workspace. Otherwise (merge = 1) a second kernel merges. Both give the
- * same bits.
+ * flags at 0: the workspace needs no clearing. A flag carries a tag of the call (a NaN
+ * payload made from out, the workspace, T and S), so an uninitialized workspace, an
+ * earlier call's results or another call's flags are never taken for this call's. Rule:
+ * one call in flight per workspace (the partials are shared too). A call that breaks it
+ * does not hang: a merge warp gives up after ~2 s of waiting and writes NaN to the dims
+ * of the row it merges, the failure the caller sees; clear the flag words before reusing
+ * that workspace.
+ * Otherwise (merge = 1) a second kernel merges. Both give the same bits.
  *
  * Auto split (num_splits = 0): with G = T * H / heads_per_cta CTAs per split, S = 1 when
  * G >= sm_count; otherwise, among the S with G * S <= R * sm_count (one wave at R
@@ -224,6 +234,15 @@ typedef struct dsv4_sparse_mla_plan {
  *
  * Auto config (config = DSV4_MLA_CONFIG_AUTO): WS64 when 64 divides H and T >= 8; otherwise H16W8 when
  * T <= 8, H16W4 when 32 does not divide H, H32W4 when T < 16, else WS32.
+ *
+ * Batch-invariant mode (batch_invariant = 1): the auto choices above depend on T and the
+ * SM count, so a request's output bits would depend on the rest of the batch. In this
+ * mode the auto config is the T = 1 choice for H (a function of H only) and the auto
+ * split count is 1; the SM count then only picks the merge route, which gives the same
+ * bits either way. An explicit config or num_splits is kept. Each (token, split, head group) tile is computed on its own and every list is
+ * cut by the row's own length, so with the config and S fixed a row's bits depend only
+ * on its own inputs: a request alone and the same request inside any batch give
+ * identical bits. The cost: no split-KV at small T (one CTA per head group and token).
  */
 dsv4_status_t dsv4_sparse_mla_decode_check(const dsv4_sparse_mla_decode_desc_t *desc);
 dsv4_status_t dsv4_sparse_mla_decode_plan(const dsv4_sparse_mla_decode_desc_t *desc, dsv4_sparse_mla_plan_t *plan);
@@ -241,20 +260,20 @@ dsv4_status_t dsv4_sparse_mla_decode_ref(const dsv4_sparse_mla_decode_desc_t *de
 /* ================================================================================== */
 /*
  * J(t) = { ids[t, j] : j < min(lens[t], width), 0 <= ids[t, j] < kv_rows } in column
- * order; K_j = kv[ids[t, j], 0:512]. NaN in q or kv
- * propagates (the kernel does not scrub prefill rows).
+ * order; K_j = kv[ids[t, j], 0:512]. NaN and Inf in q or kv propagate as the common
+ * semantics say (the kernel does not scrub prefill rows).
  */
 typedef struct dsv4_sparse_mla_prefill_desc {
     int64_t num_tokens;       /* T >= 0                                                   */
     int64_t num_heads;        /* H: multiple of 16 in [16, 128]                           */
-    int64_t q_stride_token;   /* elements; 0: H * 512                                     */
-    int64_t q_stride_head;    /* elements; 0: 512                                         */
-    int64_t out_stride_token; /* elements; 0: H * 512                                     */
-    int64_t out_stride_head;  /* elements; 0: 512                                         */
+    int64_t q_stride_token;   /* elements; dense: H * 512                                     */
+    int64_t q_stride_head;    /* elements; dense: 512                                         */
+    int64_t out_stride_token; /* elements; dense: H * 512                                     */
+    int64_t out_stride_head;  /* elements; dense: 512                                         */
     int64_t kv_rows;          /* R_rows >= 0: rows of the workspace                       */
-    int64_t kv_stride;        /* row stride in elements, >= 512, multiple of 8; 0: 512    */
+    int64_t kv_stride;        /* row stride in elements, >= 512, multiple of 8; dense: 512    */
     int64_t width;            /* C: columns of the index tensor, 1 .. 2^20                */
-    int64_t ids_stride;       /* row stride of the index tensor in elements; 0: C         */
+    int64_t ids_stride;       /* row stride of the index tensor in elements; dense: C         */
     float scale;              /* 0 means DSV4_MLA_DEFAULT_SCALE                           */
     int64_t config;           /* dsv4_mla_config_t: 0 picks one                           */
 } dsv4_sparse_mla_prefill_desc_t;

@@ -6,6 +6,9 @@
  *   dsv4_inv_rope          undo the RoPE rotation of the attention output, in place
  *   dsv4_engram_lookup     fetch and dequantize Engram hash-table rows into bf16
  *
+ * Strides have no default: a stride of 0 is refused (INVALID_VALUE) on a dimension of
+ * extent > 1 and accepted where it addresses nothing (dsv4.h).
+ *
  * Number formats (bf16, fp8 e4m3fn, UE8M0 scales): dsv4/numerics.h. inv_rope, engram_lookup
  * and compress at ratio 1 are bit-exact against their CPU references (the kernels call
  * the same per-element functions); compress at ratio 2 meets the tolerance stated below.
@@ -104,11 +107,11 @@ extern "C" {
 typedef struct dsv4_compress_desc {
     int64_t num_tokens;  /* T: rows of kv_score, positions, slots and latent                 */
     int64_t ratio;       /* compression ratio: 1 or 2                                         */
-    int64_t kv_stride;   /* elements between kv_score rows; 0 means 512 * ratio               */
+    int64_t kv_stride;   /* elements between kv_score rows; dense: 512 * ratio               */
     int64_t num_reqs;    /* ratio 2: R, requests in query_start_loc                          */
     int64_t ring_cap;    /* ratio 2: rows per ring block, a power of two in [8, 4096]        */
     int64_t ring_rows;   /* ratio 2: rows of ring, a multiple of ring_cap                    */
-    int64_t ring_stride; /* ratio 2: elements between ring rows; 0 means 1024                */
+    int64_t ring_stride; /* ratio 2: elements between ring rows; dense: 1024                */
     float eps;           /* RMSNorm epsilon: finite, >= 0                                     */
 } dsv4_compress_desc_t;
 
@@ -163,8 +166,8 @@ typedef struct dsv4_inv_rope_desc {
     int64_t num_tokens;       /* T: rows of o and entries of position_ids                  */
     int64_t num_heads;        /* live heads, rotated                                        */
     int64_t num_heads_padded; /* heads in o's head dimension (>= num_heads); 0 = num_heads  */
-    int64_t o_stride_token;   /* elements; 0 means num_heads_padded * o_stride_head         */
-    int64_t o_stride_head;    /* elements; 0 means 512                                      */
+    int64_t o_stride_token;   /* elements; dense: num_heads_padded * o_stride_head         */
+    int64_t o_stride_head;    /* elements; dense: 512                                      */
     int64_t max_position;     /* rows of cos_sin_cache                                      */
 } dsv4_inv_rope_desc_t;
 
@@ -222,12 +225,12 @@ typedef struct dsv4_engram_lookup_desc {
     int64_t head_start;          /* first column of this rank                                 */
     int64_t local_heads;         /* columns of this rank = out's head dimension                */
     int64_t head_dim;            /* D: dims per row, a multiple of 32 in [32, 4096]           */
-    int64_t ids_stride_token;    /* elements; 0 means n_cols * ids_stride_head                */
-    int64_t ids_stride_head;     /* elements; 0 means 1                                       */
+    int64_t ids_stride_token;    /* elements; dense: n_cols * ids_stride_head                */
+    int64_t ids_stride_head;     /* elements; dense: 1                                       */
     int64_t vocab_start;         /* first table row of this rank (row 0 of values)            */
     int64_t vocab_end;           /* one past the last table row of this rank                  */
-    int64_t values_stride_bytes; /* bytes between value rows; 0 means head_dim                */
-    int64_t scales_stride_bytes; /* bytes between scale rows; 0 means head_dim / 32            */
+    int64_t values_stride_bytes; /* bytes between value rows; dense: head_dim                */
+    int64_t scales_stride_bytes; /* bytes between scale rows; dense: head_dim / 32            */
 } dsv4_engram_lookup_desc_t;
 
 typedef struct dsv4_engram_lookup_args {

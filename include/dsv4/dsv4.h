@@ -11,7 +11,7 @@
  *
  *   dsv4_<op>_desc_t   plain struct of sizes, strides (int64_t, in elements unless the
  *                      name says _bytes) and scalars. Zero means "default" only where
- *                      the field's comment says so.
+ *                      the field's comment says so, and never for a stride (below).
  *   dsv4_<op>_args_t   plain struct of pointers (device pointers for the run call,
  *                      host pointers for the reference call).
  *
@@ -29,6 +29,14 @@
  *   dsv4_status_t dsv4_<op>_ref(const dsv4_<op>_desc_t *desc, const dsv4_<op>_args_t *args);
  *       The CPU reference on host pointers: plain loops that round exactly where the
  *       specification says. It is the truth the kernels are tested against.
+ *
+ * Strides: every stride is the caller's, and none has a default. A stride of 0 on a
+ * dimension of extent > 1 would make its rows alias (a broadcast view), so it fails
+ * the check with DSV4_STATUS_INVALID_VALUE and a message naming the field. On a
+ * dimension of extent <= 1 a stride addresses nothing and 0 is accepted. A field comment
+ * "dense: X" names the stride of a dense tensor for reference only. A stride field of an
+ * optional tensor left NULL still needs a valid value (descriptors are checked without
+ * their pointers), unless its comment says the field is unused then.
  *
  * Streams: pass a stream you created, cast with DSV4_STREAM(s). A NULL stream is
  * rejected, because the library never uses the legacy default stream implicitly; pass

@@ -10,6 +10,9 @@
  *                         blocks (write, or restrict the selection to them)
  *   dsv4_indexer_logits   the same logits materialized as fp32 (tests, fallback)
  *
+ * Strides have no default: a stride of 0 is refused (INVALID_VALUE) on a dimension of
+ * extent > 1 and accepted where it addresses nothing (dsv4.h).
+ *
  * V4.1 shapes: 32 index heads (V4: 64) of 128 dims; dims 0..63 are not rotated (NoPE),
  * dims 64..127 hold 32 GPT-J pairs (64 + 2i, 65 + 2i). Number formats (bf16, fp8 e4m3fn):
  * dsv4/numerics.h. bf16r(x) below rounds an fp32 to bf16 (nearest even) and back.
@@ -85,9 +88,9 @@ extern "C" {
 typedef struct dsv4_indexer_q_desc {
     int64_t num_tokens;     /* T: rows of q, w_raw, positions, q8 and w                       */
     int64_t num_heads;      /* H_I: index heads, in [1, 128] (V4.1: 32)                       */
-    int64_t q_stride_token; /* elements; 0 means num_heads * q_stride_head                    */
-    int64_t q_stride_head;  /* elements; 0 means 128                                          */
-    int64_t w_stride_token; /* elements between w_raw rows; 0 means num_heads                 */
+    int64_t q_stride_token; /* elements; dense: num_heads * q_stride_head                    */
+    int64_t q_stride_head;  /* elements; dense: 128                                          */
+    int64_t w_stride_token; /* elements between w_raw rows; dense: num_heads                 */
     int64_t max_position;   /* rows of cos_sin                                                */
     float softmax_scale;    /* 0 means fl32(128^-0.5)                                         */
     float head_scale;       /* 0 means fl32(num_heads^-0.5)                                   */
@@ -154,7 +157,7 @@ dsv4_status_t dsv4_indexer_q_ref(const dsv4_indexer_q_desc_t *desc, const dsv4_i
  * launches nothing. */
 typedef struct dsv4_indexer_k_store_desc {
     int64_t num_tokens;        /* T: rows of k_pre, positions and slot_mapping                 */
-    int64_t k_stride_row;      /* elements between k_pre rows; 0 means 128                     */
+    int64_t k_stride_row;      /* elements between k_pre rows; dense: 128                     */
     int64_t ratio;             /* r: compression ratio of the layer, 1 or 2                    */
     int64_t max_position;      /* rows of cos_sin                                              */
     int64_t page_tokens;       /* P: states per page (V4.1: 128 at r = 1, 64 at r = 2)         */
@@ -262,17 +265,17 @@ typedef struct dsv4_indexer_topk_desc {
     int64_t ratio;              /* r: compression ratio of the layer, 1 or 2                  */
     int64_t num_reqs;           /* rows of block_table                                        */
     int64_t block_table_width;  /* page entries per request                                   */
-    int64_t block_table_stride; /* elements between block_table rows; 0 means the width      */
+    int64_t block_table_stride; /* elements between block_table rows, >= the width           */
     int64_t page_tokens;        /* P: states per page, a multiple of 64 (V4.1: 128 or 64)     */
     int64_t page_stride_bytes;  /* bytes between pages, >= P*132, a multiple of 16            */
     int64_t num_pages;          /* pages in the cache                                         */
-    int64_t topk_stride;        /* elements between topk rows; 0 means topk                   */
+    int64_t topk_stride;        /* elements between topk rows, >= topk                        */
     int64_t max_keys;           /* largest n_t of any row (e.g. max_model_len / r); sizes the
                                    workspace, caps n_t                                        */
     int64_t candidate_mode;     /* 0 none, 1 write the candidate blocks, 2 restrict to them   */
     int64_t candidate_count;    /* C: blocks per candidate row; 0 means 2048                  */
     int64_t candidate_block;    /* B: columns per block; 0 means 8 (the only value)           */
-    int64_t candidate_stride;   /* elements between cand rows; 0 means candidate_count        */
+    int64_t candidate_stride;   /* elements between cand rows (modes 1, 2), >= candidate_count */
     int64_t num_splits;         /* S: column splits per row; 0 = chosen from the descriptor   */
 } dsv4_indexer_topk_desc_t;
 
@@ -315,13 +318,13 @@ typedef struct dsv4_indexer_logits_desc {
     int64_t ratio;              /* 1 or 2                                                      */
     int64_t num_reqs;           /* rows of block_table                                         */
     int64_t block_table_width;  /* page entries per request                                    */
-    int64_t block_table_stride; /* 0 means the width                                           */
+    int64_t block_table_stride; /* >= the width                                                */
     int64_t page_tokens;        /* a multiple of 64                                            */
     int64_t page_stride_bytes;  /* >= P*132, a multiple of 16                                  */
     int64_t num_pages;          /* pages in the cache                                          */
     int64_t max_keys;           /* caps n_t, as dsv4_indexer_topk                              */
     int64_t out_cols;           /* columns written per row                                     */
-    int64_t out_stride;         /* elements between out rows; 0 means out_cols                 */
+    int64_t out_stride;         /* elements between out rows, >= out_cols                      */
 } dsv4_indexer_logits_desc_t;
 
 typedef struct dsv4_indexer_logits_args {

@@ -28,7 +28,8 @@
  *
  * Common rules of this family
  *   - Every index tensor is int32, row-major; row strides are in elements. -1 means invalid.
- *   - A row stride of 0 means the row width (a dense tensor); otherwise it must be >= it.
+ *   - A row stride is at least the row width; 0 only where it addresses nothing (one row,
+ *     or a width of 0): strides have no default (dsv4.h).
  *   - Every pointer must be non-NULL (even when num_tokens is 0) unless its comment says
  *     otherwise, and every int32 pointer 4-byte aligned (DSV4_STATUS_MISALIGNED). The kernels
  *     use 16-byte loads and stores where the pointers, strides and widths allow it and fall
@@ -91,9 +92,9 @@ typedef struct dsv4_topk_translate_desc {
     int64_t num_reqs;           /* R: rows of block_table                                       */
     int64_t block_table_width;  /* pages per block-table row                                    */
     int64_t page_tokens;        /* P: slots per page of the compressed cache        */
-    int64_t topk_stride;        /* row stride of topk_indices, >= K; 0 means K                  */
-    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0 means the width */
-    int64_t out_stride;         /* row stride of global_indices, >= K; 0 means K (unused by _packed) */
+    int64_t topk_stride;        /* row stride of topk_indices, >= K; dense: K                  */
+    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; dense: width */
+    int64_t out_stride;         /* row stride of global_indices, >= K; dense: K (unused by _packed) */
 } dsv4_topk_translate_desc_t;
 
 typedef struct dsv4_topk_translate_args {
@@ -196,12 +197,12 @@ typedef struct dsv4_combine_topk_swa_desc {
     int64_t num_reqs;    /* R: requests of the chunk                                         */
     int64_t topk;        /* TOP_K: the layer's top-k width; 0 for SWA-only layers            */
     int64_t topk_cols;   /* K_w >= topk: columns of topk_indices                             */
-    int64_t topk_stride; /* row stride of topk_indices, >= topk_cols; 0 means topk_cols     */
+    int64_t topk_stride; /* row stride of topk_indices, >= topk_cols; dense: topk_cols     */
     int64_t window;      /* W (128 in every DeepSeek-V4 model)                               */
     int64_t ratio;       /* r: compress ratio; 0 = SWA-only (V4.1 mode only)                 */
     int64_t slab_rows;   /* M: rows per request slab of the prefill workspace                */
     int64_t swa_row0;    /* N: first SWA row of a slab (the SWA gather's offset, above)      */
-    int64_t out_stride;  /* row stride of combined, >= C; 0 means C                          */
+    int64_t out_stride;  /* row stride of combined, >= C; dense: C                          */
     int64_t mode;        /* dsv4_combine_mode_t; 0 = DSV4_COMBINE_V4_1                        */
 } dsv4_combine_topk_swa_desc_t;
 
@@ -254,8 +255,8 @@ typedef struct dsv4_decode_swa_indices_desc {
     int64_t window;             /* W: columns of swa_indices                         */
     int64_t page_tokens;        /* P: slots per page of the SWA cache                */
     int64_t block_table_width;  /* pages per block-table row                         */
-    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; 0: width */
-    int64_t out_stride;         /* row stride of swa_indices, >= window; 0 means W   */
+    int64_t block_table_stride; /* row stride of block_table, >= block_table_width; dense: width */
+    int64_t out_stride;         /* row stride of swa_indices, >= window; dense: W   */
 } dsv4_decode_swa_indices_desc_t;
 
 typedef struct dsv4_decode_swa_indices_args {

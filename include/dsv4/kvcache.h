@@ -7,6 +7,9 @@
  *   dsv4_kv_swa_write   fused SWA writer: q RMS norm (or not) + q RoPE (in place), kv RoPE, insert
  *   dsv4_kv_gather      dequantize cache rows into a bf16 workspace, per request
  *
+ * Strides have no default: a stride of 0 is refused (INVALID_VALUE) on a dimension of
+ * extent > 1 and accepted where it addresses nothing (dsv4.h).
+ *
  * ---------------------------------------------------------------------------------
  * The record and the page (shared by the operators)
  * ---------------------------------------------------------------------------------
@@ -68,7 +71,13 @@ extern "C" {
  * slot >= num_pages * P is skipped: nothing is written for that row. Otherwise the 584
  * bytes of the slot's record are written from row k[t, 0:512]: codes and scales as
  * above, the pad byte 0, and k[t, 448:512] copied bit for bit. No other byte of the
- * cache changes. Two rows naming the same slot are a caller error (one of them wins).
+ * cache changes. Duplicate slots: when several rows name one slot, the record holds
+ * exactly one of those rows' 584 bytes (which one is unspecified; the CPU reference
+ * keeps the last), never a mix. The run call first enqueues a claim kernel that stores
+ * 2^31 | t into scale bytes 4..7 of every record a row t will write (the last claim
+ * stored stands); the insert then writes a record only from the row whose claim it
+ * finds, and ends with those 4 bytes in one store (pad byte 0 on top: never a claim).
+ * The same holds for dsv4_kv_rope_insert and the kv side of dsv4_kv_swa_write.
  *
  *   k              bf16 [rows >= num_tokens, 512], row stride k_stride_row elements;
  *                  16-byte aligned, stride a multiple of 8 (the kernel loads 16 bytes)
@@ -81,7 +90,7 @@ extern "C" {
  * num_tokens = 0 validates and launches nothing. */
 typedef struct dsv4_kv_insert_desc {
     int64_t num_tokens;        /* rows to insert = entries of slot_mapping                 */
-    int64_t k_stride_row;      /* elements between rows of k; 0 means 512 (contiguous)       */
+    int64_t k_stride_row;      /* elements between rows of k; dense: 512 (contiguous)       */
     int64_t page_tokens;       /* P: slots per page                                        */
     int64_t page_stride_bytes; /* bytes between pages, >= P*584, multiple of 16            */
     int64_t num_pages;         /* pages in the cache; slots >= num_pages*P are skipped     */
@@ -129,7 +138,7 @@ dsv4_status_t dsv4_kv_insert_ref(const dsv4_kv_insert_desc_t *desc, const dsv4_k
  * misaligned pointers -> MISALIGNED. num_tokens = 0 validates and launches nothing. */
 typedef struct dsv4_kv_rope_insert_desc {
     int64_t num_tokens;        /* rows = entries of positions and slot_mapping                */
-    int64_t latent_stride_row; /* elements between rows of latent; 0 means 512                */
+    int64_t latent_stride_row; /* elements between rows of latent; dense: 512                */
     int64_t page_tokens;       /* P: slots per page                                           */
     int64_t page_stride_bytes; /* bytes between pages, >= P*584, multiple of 16               */
     int64_t num_pages;         /* pages in the cache; slots >= num_pages*P are skipped        */
@@ -201,9 +210,9 @@ typedef struct dsv4_kv_swa_write_desc {
     int64_t num_insert;        /* N_insert <= N: kv rows and slot_mapping entries           */
     int64_t num_heads;         /* Hq: heads normalised and rotated                           */
     int64_t num_heads_padded;  /* heads in q's head dimension (>= Hq); 0 means num_heads      */
-    int64_t q_stride_token;    /* elements; 0 means num_heads_padded * q_stride_head         */
-    int64_t q_stride_head;     /* elements; 0 means 512                                      */
-    int64_t kv_stride_row;     /* elements; 0 means 512                                      */
+    int64_t q_stride_token;    /* elements; dense: num_heads_padded * q_stride_head         */
+    int64_t q_stride_head;     /* elements; dense: 512                                      */
+    int64_t kv_stride_row;     /* elements; dense: 512                                      */
     int64_t max_position;      /* rows of cos_sin_cache                                      */
     int64_t page_tokens;       /* P                                                          */
     int64_t page_stride_bytes; /* >= P*584, multiple of 16                                   */
@@ -260,10 +269,10 @@ dsv4_status_t dsv4_kv_swa_write_ref(const dsv4_kv_swa_write_desc_t *desc, const 
 typedef struct dsv4_kv_gather_desc {
     int64_t num_reqs;           /* R                                                         */
     int64_t block_table_width;  /* logical pages per request row (max_pages_per_seq)         */
-    int64_t block_table_stride; /* elements between request rows; 0 means block_table_width  */
+    int64_t block_table_stride; /* elements between request rows; dense: block_table_width  */
     int64_t out_rows;           /* M: rows of each request's slab                            */
-    int64_t out_stride_req;     /* elements between slabs; 0 means out_rows * out_stride_row  */
-    int64_t out_stride_row;     /* elements between rows; 0 means 512                        */
+    int64_t out_stride_req;     /* elements between slabs; dense: out_rows * out_stride_row  */
+    int64_t out_stride_row;     /* elements between rows; dense: 512                        */
     int64_t offset;             /* slab row of the first gathered position                   */
     int64_t max_gather_len;     /* hint: largest G over the requests, 0 = unknown            */
     int64_t page_tokens;        /* P                                                         */

@@ -39,8 +39,8 @@
  *
  * Sizes: 0 <= T <= 2^24; H a multiple of 128 in [128, 16384]. With T = 0 a call checks the
  * descriptor, the args pointer and the stream, and does nothing (pointers may be NULL).
- * Strides: elements between consecutive tokens; 0 means the dense default (H, or 4H for a
- * residual); otherwise at least the row and a multiple of 8 (16-byte rows).
+ * Strides: elements between consecutive tokens, at least the row (dense: H, or 4H for a
+ * residual) and a multiple of 8 (16-byte rows); 0 only with T <= 1 (no default, dsv4.h).
  * Alignment (run calls): every bf16 tensor, post, comb, pre_mix, fn and the workspace
  * 16 bytes; other fp32 tensors 4 bytes. The reference calls need no alignment.
  * Outputs must not overlap any input or each other (no in-place update):
@@ -95,6 +95,12 @@
  *     residual. It addresses token rows with 32-bit element offsets: a run call in which
  *     a token tensor's last element lies past 2^32 - 1 (e.g. T > ~149K at H = 7168,
  *     dense) returns DSV4_STATUS_UNSUPPORTED; split such a call into fewer tokens.
+ *   BATCH_INVARIANT (never auto): the tensor-core route with its split count S chosen
+ *     from H alone (the choice for one block of tokens). AUTO switches routes at T = 16
+ *     and the tensor-core S follows the number of token blocks, and the summation order
+ *     follows S, so a token's bits depend on the rest of the batch; with this route a
+ *     token alone and the same token inside any batch give identical bits (the plan
+ *     reports TENSOR_CORE). The cost: the small-T kernel's latency is not used.
  *   Both sum fp32 partials in slice order and then evaluate RMS, gates and Sinkhorn:
  *   SMALL_T in its gate CTAs, TENSOR_CORE in an epilogue kernel (gate CTAs of 4 tokens,
  *   one warp each; V4.1 adds one norm CTA per token for the layer input; V4 one CTA per
@@ -124,9 +130,10 @@ typedef enum dsv4_mhc_variant {
 } dsv4_mhc_variant_t;
 
 typedef enum dsv4_mhc_route {
-    DSV4_MHC_ROUTE_AUTO = 0,       /* T < 16 and a tiling geometry: SMALL_T; else TENSOR_CORE */
-    DSV4_MHC_ROUTE_SMALL_T = 1,    /* force the CUDA-core kernel (UNSUPPORTED if H does not tile) */
-    DSV4_MHC_ROUTE_TENSOR_CORE = 2 /* force the mma.sync kernel                               */
+    DSV4_MHC_ROUTE_AUTO = 0,           /* T < 16 and a tiling geometry: SMALL_T; else TENSOR_CORE */
+    DSV4_MHC_ROUTE_SMALL_T = 1,        /* force the CUDA-core kernel (UNSUPPORTED if H does not tile) */
+    DSV4_MHC_ROUTE_TENSOR_CORE = 2,    /* force the mma.sync kernel                              */
+    DSV4_MHC_ROUTE_BATCH_INVARIANT = 3 /* the mma.sync kernel with S a function of H only   */
 } dsv4_mhc_route_t;
 
 /* Gate constants. No field has a default: pass the model's (the two macros below). */
@@ -159,10 +166,14 @@ typedef struct dsv4_mhc_plan {
     size_t workspace_bytes;  /* TENSOR_CORE: partials, S * T * 26 fp32 rounded up to 256
                                bytes, then fn's bf16 hi / lo split, 48 * K * 2 bytes (K =
                                4H, or H broadcast). SMALL_T: T * 4 * S records of 8 64-bit
-                               words, each partial with the tag 0x7FC04D48 in its high
-                               half; the workspace may hold anything before the first call
-                               except that tag in the high half of a record word, and every
-                               call leaves its records at 0 (graph-safe, no memset)       */
+                               words, each partial with the call's tag (a NaN payload made
+                               from post_out, the workspace, T and H) in its high half: the
+                               workspace may hold anything before a call (another call's
+                               tags included), and every call leaves its records at 0
+                               (graph-safe, no memset). One call in flight per workspace;
+                               a call that breaks the rule does not hang: a gate CTA gives
+                               up after ~2 s and writes NaN gates (and what follows from
+                               them), the failure the caller sees                        */
 } dsv4_mhc_plan_t;
 
 /* broadcast = 1 plans the first-layer projection (K = H). DSV4_STATUS_UNSUPPORTED when
@@ -177,9 +188,9 @@ dsv4_status_t dsv4_mhc_plan(int64_t tokens, int64_t hidden, int32_t broadcast, i
 typedef struct dsv4_mhc_post_desc {
     int64_t tokens;              /* T                                  */
     int64_t hidden;              /* H                                  */
-    int64_t x_stride;            /* x token stride; 0 = H              */
-    int64_t residual_stride;     /* residual token stride; 0 = 4H      */
-    int64_t residual_out_stride; /* residual_out token stride; 0 = 4H  */
+    int64_t x_stride;            /* x token stride; dense: H              */
+    int64_t residual_stride;     /* residual token stride; dense: 4H      */
+    int64_t residual_out_stride; /* residual_out token stride; dense: 4H  */
 } dsv4_mhc_post_desc_t;
 
 typedef struct dsv4_mhc_post_args {
@@ -207,9 +218,9 @@ typedef struct dsv4_mhc_collapse_desc {
     int64_t hidden;          /* H                                                  */
     int32_t variant;         /* what the norm squares: V41 rounded yb, V4 fp32 y   */
     float norm_eps;          /* RMSNorm epsilon (finite, >= 0); used with a weight */
-    int64_t residual_stride; /* 0 = 4H                                             */
-    int64_t out_stride;      /* 0 = H                                              */
-    int64_t aux_stride;      /* 0 = H                                              */
+    int64_t residual_stride; /* dense: 4H                                             */
+    int64_t out_stride;      /* dense: H                                              */
+    int64_t aux_stride;      /* dense: H                                              */
 } dsv4_mhc_collapse_desc_t;
 
 typedef struct dsv4_mhc_collapse_args {
@@ -237,7 +248,7 @@ typedef struct dsv4_mhc_gates_desc {
     int32_t broadcast;           /* 0 or 1                                          */
     int32_t route;               /* dsv4_mhc_route_t                                */
     dsv4_mhc_gate_params_t gate; /* eps values, post_mult, sinkhorn_iters           */
-    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                       */
+    int64_t residual_stride;     /* dense: 4H (H with broadcast)                       */
 } dsv4_mhc_gates_desc_t;
 
 typedef struct dsv4_mhc_gates_args {
@@ -281,10 +292,10 @@ typedef struct dsv4_mhc_pre_desc {
     int32_t route;               /* dsv4_mhc_route_t                           */
     dsv4_mhc_gate_params_t gate; /* gate constants                             */
     float norm_eps;              /* RMSNorm epsilon; used with a norm weight   */
-    int64_t residual_stride;     /* 0 = 4H (H with broadcast)                  */
-    int64_t residual_out_stride; /* broadcast only; 0 = 4H                     */
-    int64_t layer_input_stride;  /* 0 = H                                      */
-    int64_t aux_stride;          /* 0 = H                                      */
+    int64_t residual_stride;     /* dense: 4H (H with broadcast)                  */
+    int64_t residual_out_stride; /* broadcast only (unused otherwise); dense: 4H  */
+    int64_t layer_input_stride;  /* dense: H                                      */
+    int64_t aux_stride;          /* dense: H                                      */
 } dsv4_mhc_pre_desc_t;
 
 typedef struct dsv4_mhc_pre_args {
@@ -331,11 +342,11 @@ typedef struct dsv4_mhc_seam_desc {
     int32_t route;               /* dsv4_mhc_route_t                         */
     dsv4_mhc_gate_params_t gate; /* gate constants of the next site          */
     float norm_eps;              /* RMSNorm epsilon; used with a norm weight */
-    int64_t x_stride;            /* 0 = H                                    */
-    int64_t residual_stride;     /* 0 = 4H                                   */
-    int64_t residual_out_stride; /* 0 = 4H                                   */
-    int64_t layer_input_stride;  /* 0 = H                                    */
-    int64_t aux_stride;          /* 0 = H                                    */
+    int64_t x_stride;            /* dense: H                                    */
+    int64_t residual_stride;     /* dense: 4H                                   */
+    int64_t residual_out_stride; /* dense: 4H                                   */
+    int64_t layer_input_stride;  /* dense: H                                    */
+    int64_t aux_stride;          /* dense: H                                    */
 } dsv4_mhc_seam_desc_t;
 
 typedef struct dsv4_mhc_seam_args {

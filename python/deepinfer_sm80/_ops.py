@@ -88,7 +88,7 @@ def arg(op, name, x, kind, ndim=None, dims=None, inner_contiguous=True, optional
     if any(s < 0 for s in st):
         raise ValueError(f"{op}: {name} has a negative stride {st}")
     if any(n > 1 and s == 0 for n, s in zip(have, st)):
-        # A broadcast view (expand, broadcast_to): the library reads a stride of 0 as "dense".
+        # A broadcast view (expand, broadcast_to): rows that alias, which the library refuses.
         raise ValueError(f"{op}: {name} has a zero stride on a dimension of size > 1 (shape {have}, strides {st})")
     return x
 

@@ -67,6 +67,7 @@ DSV4_MHC_V4 = 1  # mhc.h
 DSV4_MHC_ROUTE_AUTO = 0  # mhc.h
 DSV4_MHC_ROUTE_SMALL_T = 1  # mhc.h
 DSV4_MHC_ROUTE_TENSOR_CORE = 2  # mhc.h
+DSV4_MHC_ROUTE_BATCH_INVARIANT = 3  # mhc.h
 DSV4_PLAN_V4_FLASH = 1  # plan.h
 DSV4_PLAN_V4_PRO = 2  # plan.h
 DSV4_PLAN_V41_FLASH = 3  # plan.h
@@ -125,6 +126,7 @@ class dsv4_sparse_mla_decode_desc_t(ctypes.Structure):
         ("force_merge", ctypes.c_int),  # int force_merge
         ("config", ctypes.c_int64),  # int64_t config
         ("sm_count", ctypes.c_int64),  # int64_t sm_count
+        ("batch_invariant", ctypes.c_int32),  # int32_t batch_invariant
     ]
 
 

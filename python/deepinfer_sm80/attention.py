@@ -46,7 +46,7 @@ def _list(o, which, T, cache, ids, lens, page_tokens, page_stride_bytes):
 
 def _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, extra_ids, extra_lens,
             extra_page_tokens, sink, out, scale, num_splits, force_merge, config, sm_count, main_page_stride_bytes,
-            extra_page_stride_bytes, ref_out, ref_lse):
+            extra_page_stride_bytes, ref_out, ref_lse, batch_invariant=False):
     o = "sparse_mla_decode"
     has_extra = extra_ids is not None or extra_cache is not None or extra_lens is not None
     anchor = side(o, q=q, main_cache=main_cache, main_ids=main_ids, main_lens=main_lens, extra_cache=extra_cache,
@@ -65,7 +65,7 @@ def _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, e
         "dsv4_sparse_mla_decode_desc_t", num_tokens=T, num_heads=H, q_stride_token=strides(q)[0],
         q_stride_head=strides(q)[1], out_stride_token=strides(out)[0], out_stride_head=strides(out)[1], main=main,
         has_extra=int(has_extra), extra=extra, scale=scale, num_splits=num_splits, force_merge=int(force_merge),
-        config=config, sm_count=sm_count)
+        config=config, sm_count=sm_count, batch_invariant=int(bool(batch_invariant)))
     args = struct(
         "dsv4_sparse_mla_decode_args_t", q=addr(q), main_cache=addr(main_cache), main_ids=addr(main_ids),
         main_lens=addr(main_lens), extra_cache=addr(extra_cache), extra_ids=addr(extra_ids),
@@ -76,17 +76,19 @@ def _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, e
 def sparse_mla_decode(q, main_cache, main_ids, main_lens, *, main_page_tokens, extra_cache=None, extra_ids=None,
                       extra_lens=None, extra_page_tokens=None, sink=None, out=None, scale=0.0, num_splits=0,
                       force_merge=False, config=0, sm_count=0, main_page_stride_bytes=None,
-                      extra_page_stride_bytes=None, ref_out=None, ref_lse=None, workspace=None):
+                      extra_page_stride_bytes=None, ref_out=None, ref_lse=None, workspace=None,
+                      batch_invariant=False):
     """Sparse MLA decode: per token, softmax attention (with the optional sink) over the valid
     slots of the main (SWA) list, then of the extra (compressed) list, K = V = the cached row.
 
     q: bf16 [T, H, 512]; *_cache: uint8 pages; *_ids: int32 [T, width] global slot ids;
     *_lens: int32 [T]; sink: fp32 [H] or None; config: a dsv4_mla_config_t value
-    (_structs.DSV4_MLA_CONFIG_*, 0 = auto). Returns out bf16 [T, H, 512]."""
+    (_structs.DSV4_MLA_CONFIG_*, 0 = auto); batch_invariant: a row's bits independent of
+    the rest of the batch (include/dsv4/attention.h). Returns out bf16 [T, H, 512]."""
     desc, args, anchor, out = _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, extra_ids,
                                       extra_lens, extra_page_tokens, sink, out, scale, num_splits, force_merge,
                                       config, sm_count, main_page_stride_bytes, extra_page_stride_bytes, ref_out,
-                                      ref_lse)
+                                      ref_lse, batch_invariant)
     op("sparse_mla_decode")(desc, args, anchor, workspace)
     return out
 
@@ -100,11 +102,11 @@ def _plan(name, desc):
 def sparse_mla_decode_plan(q, main_cache, main_ids, main_lens, *, main_page_tokens, extra_cache=None, extra_ids=None,
                            extra_lens=None, extra_page_tokens=None, sink=None, scale=0.0, num_splits=0,
                            force_merge=False, config=0, sm_count=0, main_page_stride_bytes=None,
-                           extra_page_stride_bytes=None):
+                           extra_page_stride_bytes=None, batch_invariant=False):
     """What sparse_mla_decode would run for these inputs (config, splits, merge, workspace)."""
     desc, _, _, _ = _decode(q, main_cache, main_ids, main_lens, main_page_tokens, extra_cache, extra_ids, extra_lens,
                             extra_page_tokens, sink, q, scale, num_splits, force_merge, config, sm_count,
-                            main_page_stride_bytes, extra_page_stride_bytes, None, None)
+                            main_page_stride_bytes, extra_page_stride_bytes, None, None, batch_invariant)
     return _plan("sparse_mla_decode", desc)
 
 

@@ -121,7 +121,7 @@ def combine_topk_swa(topk_indices, query_start_loc, seq_lens, gather_lens, *, to
     desc = struct(
         "dsv4_combine_topk_swa_desc_t", num_tokens=T, num_reqs=R, topk=topk,
         topk_cols=shape(topk_indices)[1] if topk_indices is not None else topk,
-        topk_stride=strides(topk_indices)[0] if topk_indices is not None else 0, window=window, ratio=ratio,
+        topk_stride=strides(topk_indices)[0] if topk_indices is not None else topk, window=window, ratio=ratio,
         slab_rows=slab_rows, swa_row0=swa_row0, out_stride=strides(combined)[0], mode=mode)
     args = struct("dsv4_combine_topk_swa_args_t", topk_indices=addr(topk_indices),
                   query_start_loc=addr(query_start_loc), seq_lens=addr(seq_lens), gather_lens=addr(gather_lens),

@@ -21,6 +21,7 @@ V4 = S.DSV4_MHC_V4
 ROUTE_AUTO = S.DSV4_MHC_ROUTE_AUTO
 ROUTE_SMALL_T = S.DSV4_MHC_ROUTE_SMALL_T
 ROUTE_TENSOR_CORE = S.DSV4_MHC_ROUTE_TENSOR_CORE
+ROUTE_BATCH_INVARIANT = S.DSV4_MHC_ROUTE_BATCH_INVARIANT
 _MODEL_GATES = {
     V41: dict(rms_eps=1e-20, pre_eps=1e-6, sinkhorn_eps=1e-6, post_mult=2.0, sinkhorn_iters=20),
     V4: dict(rms_eps=1e-6, pre_eps=1e-6, sinkhorn_eps=1e-6, post_mult=2.0, sinkhorn_iters=20),
@@ -61,7 +62,7 @@ def _residual(o, name, r, T=None, H=None):
 def _rows(o, name, x, T, H, optional=False):
     """[T, H] bf16 rows with any token stride."""
     if arg(o, name, x, "bf16", 2, (T, H), optional=optional) is None:
-        return 0
+        return H  # an absent tensor's field still holds a valid stride (the library has no default)
     return strides(x)[0]
 
 

@@ -31,11 +31,11 @@ def _each(n):
 
 def _list_desc(width, page_tokens):
     """The descriptor of one sparse MLA list over a one-page cache, its page rounded up to the
-    16 bytes the library requires (the plan depends on neither page count nor stride); id
-    stride 0 is the header's dense default."""
+    16 bytes the library requires (the plan depends on neither page count nor stride), over
+    dense id rows."""
     page = (page_tokens * RECORD + 15) // 16 * 16
     cache = struct("dsv4_sparse_mla_cache_t", page_tokens=page_tokens, page_stride_bytes=page, num_pages=1)
-    return struct("dsv4_sparse_mla_list_t", width=width, stride=0, cache=cache)
+    return struct("dsv4_sparse_mla_list_t", width=width, stride=width, cache=cache)
 
 
 class Planner:
@@ -80,9 +80,10 @@ class Planner:
         """topk_indices int32 [T, topk], block_table int32 [num_reqs, block_table_width]."""
         o = op("topk_translate_packed")
         for T in _each(num_tokens):
-            # Strides 0 are the header's dense defaults.
+            # The strides of dense tensors (the library has no default stride).
             desc = struct("dsv4_topk_translate_desc_t", num_tokens=T, topk=topk, num_reqs=num_reqs,
-                          block_table_width=block_table_width, page_tokens=page_tokens)
+                          block_table_width=block_table_width, page_tokens=page_tokens, topk_stride=topk,
+                          block_table_stride=block_table_width)
             self._add("topk_translate_packed", o.workspace_size(desc))
         return self.sizes["topk_translate_packed"]
 
@@ -92,8 +93,10 @@ class Planner:
         extra_width] when extra_width > 0. num_splits, force_merge, config and sm_count as the
         op will be called with them (0 = auto; sm_count 0 = the current device's)."""
         for T in _each(num_tokens):
-            # Strides 0 are the header's dense defaults: the plan of dense q, out and ids.
+            # The plan of dense q, out and ids (the library has no default stride).
             desc = struct("dsv4_sparse_mla_decode_desc_t", num_tokens=T, num_heads=num_heads,
+                          q_stride_token=num_heads * 512, q_stride_head=512, out_stride_token=num_heads * 512,
+                          out_stride_head=512,
                           main=_list_desc(main_width, main_page_tokens), has_extra=int(bool(extra_width)),
                           extra=_list_desc(extra_width, extra_page_tokens) if extra_width else struct(
                               "dsv4_sparse_mla_list_t"), num_splits=num_splits, force_merge=int(force_merge),

@@ -93,6 +93,20 @@ def test_decode_plan_and_struct_fields(rng):
     assert plan["workspace_bytes"] == 64 * 4 * 64 * 515 * 4, plan
 
 
+def test_decode_plan_batch_invariant(rng):
+    """batch_invariant reaches the library: a batch of any size plans the request's alone."""
+    plans = []
+    for T in (1, 9, 64):
+        c = decode_case(rng, T=T, H=64)
+        kw = dict(main_page_tokens=c["P_s"], extra_cache=c["cc"], extra_ids=c["ei"], extra_lens=c["el"],
+                  extra_page_tokens=c["P_c"], sm_count=132)
+        auto = d.sparse_mla_decode_plan(c["q"], c["cs"], c["mi"], c["ml"], **kw)
+        inv = d.sparse_mla_decode_plan(c["q"], c["cs"], c["mi"], c["ml"], batch_invariant=True, **kw)
+        plans.append(((auto["config"], auto["num_splits"]), (inv["config"], inv["num_splits"])))
+    assert len({p[1] for p in plans}) == 1 and plans[0][1][1] == 1, plans
+    assert len({p[0] for p in plans}) > 1, plans  # the auto plan does depend on the batch
+
+
 def prefill_case(rng, T=24, H=32, R=3, M=200, C=256, sink_mode="sink"):
     q = sm.rng_bf16(rng, (T, H, 512), -3, 1)
     kv = sm.rng_bf16(rng, (R, M, 512), -4, 2)

@@ -144,8 +144,8 @@ def test_library_rejects_a_null_stream():
     cache, seq, table, out = gather_args()
     from deepinfer_sm80._ops import op, struct, addr
 
-    desc = struct("dsv4_kv_gather_desc_t", num_reqs=1, block_table_width=2, out_rows=16, page_tokens=64,
-                  page_stride_bytes=cache.shape[1], num_pages=3)
+    desc = struct("dsv4_kv_gather_desc_t", num_reqs=1, block_table_width=2, out_rows=16, out_stride_row=512,
+                  page_tokens=64, page_stride_bytes=cache.shape[1], num_pages=3)
     args = struct("dsv4_kv_gather_args_t", cache=addr(cache), seq_lens=addr(seq), block_table=addr(table),
                   out=addr(out))
     status = op("kv_gather").run(ctypes.byref(desc), ctypes.byref(args), None, 0, None)

@@ -374,16 +374,18 @@ def test_planner_sizes_equal_the_library():
     assert p.workspace_bytes == 0 and p.workspace("cpu").numel() == 0
     p = ops.Planner()
     tokens, H = (1, 8, 64, 300, 2048), 4096
-    want_seam = max(_ws("mhc_seam", tokens=T, hidden=H, variant=0, gate=d.gate_params(), norm_eps=1e-20)
+    dense = dict(x_stride=H, residual_stride=4 * H, residual_out_stride=4 * H, layer_input_stride=H, aux_stride=H)
+    want_seam = max(_ws("mhc_seam", tokens=T, hidden=H, variant=0, gate=d.gate_params(), norm_eps=1e-20, **dense)
                     for T in tokens)
     assert p.mhc_seam(tokens, H) == want_seam > 0
-    want_gates = max(_ws("mhc_gates", tokens=T, hidden=H, broadcast=1, gate=d.gate_params()) for T in tokens)
+    want_gates = max(_ws("mhc_gates", tokens=T, hidden=H, broadcast=1, gate=d.gate_params(), residual_stride=H)
+                     for T in tokens)
     assert p.mhc_gates(tokens, H, broadcast=True) == want_gates
-    want_pre = max(_ws("mhc_pre", tokens=T, hidden=H, variant=1, gate=d.gate_params(1), norm_eps=1e-6)
-                   for T in tokens)
+    want_pre = max(_ws("mhc_pre", tokens=T, hidden=H, variant=1, gate=d.gate_params(1), norm_eps=1e-6,
+                       residual_stride=4 * H, layer_input_stride=H, aux_stride=H) for T in tokens)
     assert p.mhc_pre(tokens, H) == want_pre
     want_tt = max(_ws("topk_translate_packed", num_tokens=T, topk=512, num_reqs=8, block_table_width=40,
-                      page_tokens=64) for T in tokens)
+                      page_tokens=64, topk_stride=512, block_table_stride=40) for T in tokens)
     assert p.topk_translate_packed(tokens, 512, num_reqs=8, block_table_width=40, page_tokens=64) == want_tt > 0
     for mode in (0, 1, 2):  # the op's real geometry (more pages, padded pages, a wider table)
         want_ix = max(_ws("indexer_topk", num_rows=T, num_heads=32, topk=512, ratio=1, num_reqs=4,
@@ -404,10 +406,11 @@ def test_planner_sizes_equal_the_library():
         dec = dict(main_page_tokens=c["P_s"], extra_cache=CPU.put(c["cc"]), extra_ids=CPU.put(c["ei"]),
                    extra_lens=CPU.put(c["el"]), extra_page_tokens=c["P_c"], sm_count=108)
         plan = d.sparse_mla_decode_plan(CPU.put(c["q"]), CPU.put(c["cs"]), CPU.put(c["mi"]), CPU.put(c["ml"]), **dec)
-        ws = _ws("sparse_mla_decode", num_tokens=T, num_heads=64, main=struct(
-            "dsv4_sparse_mla_list_t", width=128, cache=struct("dsv4_sparse_mla_cache_t", page_tokens=c["P_s"],
+        ws = _ws("sparse_mla_decode", num_tokens=T, num_heads=64, q_stride_token=64 * 512, q_stride_head=512,
+                 out_stride_token=64 * 512, out_stride_head=512, main=struct(
+            "dsv4_sparse_mla_list_t", width=128, stride=128, cache=struct("dsv4_sparse_mla_cache_t", page_tokens=c["P_s"],
                                                               page_stride_bytes=c["cs"].shape[1], num_pages=1)),
-            has_extra=1, extra=struct("dsv4_sparse_mla_list_t", width=512, cache=struct(
+            has_extra=1, extra=struct("dsv4_sparse_mla_list_t", width=512, stride=512, cache=struct(
                 "dsv4_sparse_mla_cache_t", page_tokens=c["P_c"], page_stride_bytes=c["cc"].shape[1], num_pages=1)),
             sm_count=108)
         assert plan["workspace_bytes"] == ws

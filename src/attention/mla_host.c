@@ -30,10 +30,10 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
     DSV4_TRY(dsv4_check_range(op, "num_heads", H, 16, 128));
     if (H % 16 != 0)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "num_heads = %lld is not a multiple of 16", (long long)H);
-    geom->q_sh = q_sh ? q_sh : DSV4_MLA_DIM;
-    geom->q_st = q_st ? q_st : H * DSV4_MLA_DIM;
-    geom->o_sh = o_sh ? o_sh : DSV4_MLA_DIM;
-    geom->o_st = o_st ? o_st : H * DSV4_MLA_DIM;
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_head", q_sh, H, DSV4_MLA_DIM, &geom->q_sh));
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_token", q_st, T, H * DSV4_MLA_DIM, &geom->q_st));
+    DSV4_TRY(dsv4_given_stride(op, "out_stride_head", o_sh, H, DSV4_MLA_DIM, &geom->o_sh));
+    DSV4_TRY(dsv4_given_stride(op, "out_stride_token", o_st, T, H * DSV4_MLA_DIM, &geom->o_st));
     /* Heads of one token must not overlap (512 elements each); tokens may not overlap
      * within the output either (the kernels write every (t, h) row). */
     DSV4_TRY(check_stride(op, "q_stride_head", geom->q_sh, DSV4_MLA_DIM));
@@ -55,12 +55,11 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
     return DSV4_STATUS_SUCCESS;
 }
 
-dsv4_status_t mla_check_list_shape(const char *op, const char *name, int64_t width, int64_t stride) {
-    char what[64];
-    snprintf(what, sizeof what, "%s.width", name);
-    DSV4_TRY(dsv4_check_range(op, what, width, 1, INT64_C(1) << 20));
-    snprintf(what, sizeof what, "%s.stride", name);
-    if (stride != 0) DSV4_TRY(dsv4_check_range(op, what, stride, width, INT64_C(1) << 40));
+dsv4_status_t mla_check_list_shape(const char *op, const char *width_name, int64_t width, const char *stride_name,
+                                   int64_t stride, int64_t rows) {
+    DSV4_TRY(dsv4_check_range(op, width_name, width, 1, INT64_C(1) << 20));
+    DSV4_TRY(dsv4_given_stride(op, stride_name, stride, rows, width, &stride));
+    DSV4_TRY(dsv4_check_range(op, stride_name, stride, width, INT64_C(1) << 40));
     return DSV4_STATUS_SUCCESS;
 }
 

@@ -20,7 +20,8 @@ dsv4_status_t mla_check_common(const char *op, int64_t T, int64_t H, int64_t q_s
                                int64_t o_sh, float scale, int64_t config, mla_qo_geom_t *geom);
 
 /* An index list [T, width] with row stride (0 = width); lens handled by the kernels. */
-dsv4_status_t mla_check_list_shape(const char *op, const char *name, int64_t width, int64_t stride);
+dsv4_status_t mla_check_list_shape(const char *op, const char *width_name, int64_t width, const char *stride_name,
+                                   int64_t stride, int64_t rows);
 
 /* Pointer checks: q/out 16-byte, ids/lens/sink 4-byte aligned, non-NULL as required. */
 dsv4_status_t mla_check_ptr16(const char *op, const char *what, const void *p);

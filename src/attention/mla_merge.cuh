@@ -45,8 +45,16 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     const int H = p.num_heads, S = p.num_splits, lane = lt & 31;
     const int64_t row0 = (int64_t)t * S * H + h;                                   /* [t, s = 0, h]; split stride H */
     unsigned *flag = WAIT ? p.part_flags + ((int64_t)t * H + h) * S + lane : NULL; /* [t, h, s] */
+    bool lost = false; /* the flags did not come (another call in flight on this workspace) */
     if (WAIT) {
-        while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag))) __nanosleep(MLA_MERGE_POLL_NS);
+        unsigned looks = 0;
+        while (!__all_sync(0xffffffffu, lane >= S || dsv4_grid_flag_is_set(flag, p.flag_tag))) {
+            if (++looks == DSV4_GRID_WAIT_POLLS) {
+                lost = true;
+                break;
+            }
+            __nanosleep(MLA_MERGE_POLL_NS);
+        }
         __threadfence(); /* the partials published before the flags */
     }
     const float4 *pa = (const float4 *)(p.part_acc + row0 * 512) + lt;
@@ -90,6 +98,7 @@ static __device__ __forceinline__ void mla_merge_row(const mla_params_t &p, int 
     }
     L = mla_add_sink(L, sink, M);
     uint16_t *dst = p.out + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 4 * lt;
+    if (WAIT && lost) L = __int_as_float(0x7FFFFFFF); /* NaN dims: the failure shows (attention.h) */
     *(uint2 *)dst = make_uint2(dsv4_pack_bf16x2(mla_normalize(x0, L), mla_normalize(x1, L)),
                                dsv4_pack_bf16x2(mla_normalize(x2, L), mla_normalize(x3, L)));
     if (WAIT) {

@@ -41,6 +41,7 @@ typedef struct mla_params {
     float *part_m, *part_l;
     unsigned *part_flags; /* non-NULL (decode, plan.merge == 2): one completion flag per   */
     int attn_ctas;        /*   partial row; merge CTAs follow the attn_ctas attention CTAs */
+    unsigned flag_tag;    /* the value the flags carry for this call (common/call_tag.h) */
     mla_list_params_t list[2];
 } mla_params_t;
 

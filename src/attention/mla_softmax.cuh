@@ -7,7 +7,7 @@
  * __fadd_rn cannot be contracted into FMAs) and IEEE division (__fdiv_rn):
  *   M = max(m_0, ..., m_{S-1}) then max(M, sink);  w_s = mla_rescale(m_s, M)
  *   L = w_0 * l_0, then L + w_s * l_s for s >= 1, then L + mla_rescale(sink, M)
- *   x = w_0 * acc_0, then x + w_s * acc_s;  out = L > 0 ? x / max(L, 1e-30) : 0
+ *   x = w_0 * acc_0, then x + w_s * acc_s;  out = L > 0 ? x / max(L, 1e-30) : (L NaN ? NaN : 0)
  * With S = 1 the merge's first terms are exactly the direct path's products (there is
  * no "0 +" step that could turn a -0 into +0).
  *
@@ -71,10 +71,11 @@ static __device__ __forceinline__ float mla_add_sink(float L, const mla_row_sink
     return s.has ? __fadd_rn(L, mla_rescale(s.v, M)) : L;
 }
 
-/* out = L > 0 ? x / max(L, 1e-30) : 0. x = +0 returns before the division: __fdiv_rn's
- * FCHK sends a zero x to its slow subroutine (prim/div.cuh), and +0 / L is +0. */
+/* out = L > 0 ? x / max(L, 1e-30) : 0, and NaN for a NaN L (a NaN or +inf score: the row
+ * turns NaN, attention.h). x = +0 returns before the division: __fdiv_rn's FCHK sends a
+ * zero x to its slow subroutine (prim/div.cuh), and +0 / L is +0. */
 static __device__ __forceinline__ float mla_normalize(float x, float L) {
-    if (!(L > 0.0f)) return 0.0f;
+    if (!(L > 0.0f)) return L == L ? 0.0f : L;
     if (__float_as_uint(x) == 0u) return x;
     return __fdiv_rn(x, fmaxf(L, 1e-30f));
 }

@@ -532,7 +532,7 @@ static __device__ __forceinline__ void mla_epilogue(const mla_params_t &p, const
     /* partials merged in this launch: one flag per row for its merge CTA, [t, h, s] */
     if (FLAGS && p.part_flags)
         dsv4_grid_flag_publish(p.part_flags + ((int64_t)w.t * p.num_heads + head_cta + tid) * p.num_splits + w.split,
-                               tid < C::HC);
+                               tid < C::HC, p.flag_tag);
 }
 
 /* A merge CTA appended to the launch (Prod::MERGE_CTAS, plan.merge == 2): rows
@@ -707,8 +707,8 @@ static dsv4_status_t mla_launch(const char *op, int config, const mla_params_t *
             static int smem_cache;                                                                                     \
             DSV4_TRY(                                                                                                  \
                 dsv4_launch_prepare(op, (const void *)mla_attention_kernel<hc, mt, wd, minb, Bind>, 0, &smem_cache));  \
-            mla_attention_kernel<hc, mt, wd, minb, Bind>                                                               \
-                <<<(unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0, (cudaStream_t)stream>>>(*p);                        \
+            dsv4_launch(mla_attention_kernel<hc, mt, wd, minb, Bind>, (unsigned)ctas, MlaCfg<hc, mt, wd>::THREADS, 0,  \
+                        (cudaStream_t)stream, *p);                                                                     \
             return dsv4_launch_status(op);                                                                             \
         }
     MLA_CONFIG_TABLE(MLA_LAUNCH_CONFIG, 0)

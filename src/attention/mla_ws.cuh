@@ -326,7 +326,7 @@ template <class Prod>
 static dsv4_status_t mla_ws_launch(const char *op, const mla_params_t *p, int64_t ctas, dsv4_stream_t stream) {
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_ws_kernel<Prod>, 0, &smem_cache));
-    mla_ws_kernel<Prod><<<(unsigned)ctas, Prod::Geo::THREADS, 0, (cudaStream_t)stream>>>(*p);
+    dsv4_launch(mla_ws_kernel<Prod>, (unsigned)ctas, Prod::Geo::THREADS, 0, (cudaStream_t)stream, *p);
     return dsv4_launch_status(op);
 }
 

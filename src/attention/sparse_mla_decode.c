@@ -6,13 +6,16 @@
 #include "attention/mla_host.h"
 #include "attention/mla_params.h"
 #include "attention/sparse_mla_config.h"
+#include "common/call_tag.h"
 #include "common/error.h"
 
 static const char *OP = "sparse_mla_decode";
 
-static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *l) {
-    char what[64];
-    DSV4_TRY(mla_check_list_shape(OP, name, l->width, l->stride));
+static dsv4_status_t check_list(const char *name, const dsv4_sparse_mla_list_t *l, int64_t rows) {
+    char what[64], what2[64];
+    snprintf(what, sizeof what, "%s.width", name);
+    snprintf(what2, sizeof what2, "%s.stride", name);
+    DSV4_TRY(mla_check_list_shape(OP, what, l->width, what2, l->stride, rows));
     const dsv4_sparse_mla_cache_t *c = &l->cache;
     snprintf(what, sizeof what, "%s.cache.page_tokens", name);
     DSV4_TRY(dsv4_check_range(OP, what, c->page_tokens, 1, INT64_C(1) << 20));
@@ -31,12 +34,13 @@ static dsv4_status_t check(const dsv4_sparse_mla_decode_desc_t *d, mla_qo_geom_t
     DSV4_TRY(dsv4_check_ptr(OP, "desc", d));
     DSV4_TRY(mla_check_common(OP, d->num_tokens, d->num_heads, d->q_stride_token, d->q_stride_head, d->out_stride_token,
                               d->out_stride_head, d->scale, d->config, geom));
-    DSV4_TRY(check_list("main", &d->main));
+    DSV4_TRY(check_list("main", &d->main, d->num_tokens));
     DSV4_TRY(dsv4_check_range(OP, "has_extra", d->has_extra, 0, 1));
-    if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra));
+    if (d->has_extra) DSV4_TRY(check_list("extra", &d->extra, d->num_tokens));
     DSV4_TRY(dsv4_check_range(OP, "num_splits", d->num_splits, 0, DSV4_MLA_MAX_SPLITS));
     DSV4_TRY(dsv4_check_range(OP, "force_merge", d->force_merge, 0, 1));
     DSV4_TRY(dsv4_check_range(OP, "sm_count", d->sm_count, 0, 1 << 16));
+    DSV4_TRY(dsv4_check_range(OP, "batch_invariant", d->batch_invariant, 0, 1));
     return mla_check_grid(OP, 1, d->num_tokens, d->num_heads, d->config, d->num_splits ? d->num_splits : 1);
 }
 
@@ -54,12 +58,15 @@ static dsv4_status_t plan(const dsv4_sparse_mla_decode_desc_t *d, dsv4_sparse_ml
     DSV4_TRY(check(d, geom));
     DSV4_TRY(dsv4_check_ptr(OP, "plan", p));
     const int64_t T = d->num_tokens, H = d->num_heads;
-    mla_plan_config(d->config ? d->config : mla_pick_config(1, T, H), p);
+    /* batch-invariant: no choice may read T or the SM count (attention.h) */
+    const int inv = d->batch_invariant;
+    mla_plan_config(d->config ? d->config : mla_pick_config(1, inv ? 1 : T, H), p);
     const int64_t config = p->config;
     const int64_t groups = H / p->heads_per_cta;
     int64_t sm = d->sm_count;
     if (!sm && T > 0) sm = mla_current_sm_count();
     int64_t S = d->num_splits;
+    if (!S && inv) S = 1;
     if (!S) {
         if (!sm && T > 0)
             return dsv4_fail(DSV4_STATUS_NO_DEVICE, OP,
@@ -132,7 +139,10 @@ dsv4_status_t dsv4_sparse_mla_decode(const dsv4_sparse_mla_decode_desc_t *desc, 
         k.part_acc = (float *)workspace;
         k.part_m = k.part_acc + rows * DSV4_MLA_DIM;
         k.part_l = k.part_m + rows;
-        if (p.merge == 2) k.part_flags = (unsigned *)(k.part_l + rows);
+        if (p.merge == 2) {
+            k.part_flags = (unsigned *)(k.part_l + rows);
+            k.flag_tag = dsv4_call_tag(a->out, workspace, desc->num_tokens, p.num_splits);
+        }
     }
     const int64_t ctas = launch_ctas(&p, desc->num_tokens, desc->num_heads);
     DSV4_TRY(MLA_CFG_IS_WS(p.config) ? mla_launch_decode_ws((int)p.config, &k, ctas, stream)

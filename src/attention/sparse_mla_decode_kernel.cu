@@ -37,7 +37,8 @@ template <int B> static dsv4_status_t launch_merge(const mla_params_t *p, cudaSt
     static const char *op = "sparse_mla_decode (merge)";
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mla_merge_kernel<B>, 0, &smem_cache));
-    mla_merge_kernel<B><<<(unsigned)((int64_t)p->num_tokens * p->num_heads), MLA_MERGE_THREADS, 0, stream>>>(*p);
+    dsv4_launch(mla_merge_kernel<B>, (unsigned)((int64_t)p->num_tokens * p->num_heads), MLA_MERGE_THREADS, 0, stream,
+                *p);
     return dsv4_launch_status(op);
 }
 

@@ -14,12 +14,13 @@ static dsv4_status_t check(const dsv4_sparse_mla_prefill_desc_t *d, mla_qo_geom_
         return dsv4_fail(DSV4_STATUS_UNSUPPORTED, OP, "config %s is a decode-only kernel",
                          dsv4_mla_config_name(d->config));
     DSV4_TRY(dsv4_check_range(OP, "kv_rows", d->kv_rows, 0, INT64_C(1) << 40));
-    const int64_t kv_stride = d->kv_stride ? d->kv_stride : DSV4_MLA_DIM;
+    int64_t kv_stride;
+    DSV4_TRY(dsv4_given_stride(OP, "kv_stride", d->kv_stride, d->kv_rows, DSV4_MLA_DIM, &kv_stride));
     DSV4_TRY(dsv4_check_range(OP, "kv_stride", kv_stride, DSV4_MLA_DIM, INT64_C(1) << 40));
     if (kv_stride % 8 != 0)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, OP, "kv_stride = %lld is not a multiple of 8 elements (16 bytes)",
                          (long long)kv_stride);
-    DSV4_TRY(mla_check_list_shape(OP, "ids", d->width, d->ids_stride));
+    DSV4_TRY(mla_check_list_shape(OP, "width", d->width, "ids_stride", d->ids_stride, d->num_tokens));
     return mla_check_grid(OP, 0, d->num_tokens, d->num_heads, d->config, 1);
 }
 

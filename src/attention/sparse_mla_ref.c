@@ -82,6 +82,9 @@ static void ref_head(const ref_job_t *job, int64_t t, int64_t h) {
             for (int d = 0; d < 512; ++d) acc[d] += p * row[d];
         }
     }
+    /* A NaN denominator (a NaN score, or a +inf one: e^(inf - inf)) makes the whole row NaN:
+     * upstream NaN and Inf stay visible instead of turning into an all-zero row. */
+    const int nan_row = isnan(l);
     double w = 0.0, den = 0.0;
     if (l > 0.0) {
         const double sink = job->sink ? (double)job->sink[h] : -INFINITY;
@@ -91,11 +94,11 @@ static void ref_head(const ref_job_t *job, int64_t t, int64_t h) {
     }
     uint16_t *o = job->out + t * job->o_st + h * job->o_sh;
     for (int d = 0; d < 512; ++d) {
-        const double v = l > 0.0 ? acc[d] * w / den : 0.0;
+        const double v = nan_row ? NAN : l > 0.0 ? acc[d] * w / den : 0.0;
         o[d] = dsv4_f32_to_bf16((float)v);
         if (job->ref_out) job->ref_out[(t * job->H + h) * 512 + d] = v;
     }
-    if (job->ref_lse) job->ref_lse[t * job->H + h] = l > 0.0 ? m + log(l) : -INFINITY;
+    if (job->ref_lse) job->ref_lse[t * job->H + h] = nan_row ? NAN : l > 0.0 ? m + log(l) : -INFINITY;
 }
 
 static void ref_run(const ref_job_t *job) {

@@ -47,6 +47,9 @@ dsv4_status_t dsv4_device_query(int device, dsv4_device_info_t *info) {
     return DSV4_STATUS_SUCCESS;
 }
 
+/* The first failing launch of this thread's current call (launch.h). */
+static _Thread_local cudaError_t launch_error = cudaSuccess;
+
 dsv4_status_t dsv4_launch_prepare(const char *op, const void *kernel, size_t dyn_smem, int *static_smem_cache) {
     int cached = *(volatile int *)static_smem_cache;
     if (cached == 0) {
@@ -54,6 +57,7 @@ dsv4_status_t dsv4_launch_prepare(const char *op, const void *kernel, size_t dyn
         cudaError_t e = cudaFuncGetAttributes(&a, kernel);
         if (e != cudaSuccess) {
             cudaGetLastError();
+            launch_error = cudaSuccess; /* the call ends here: no launch of it is reported later */
             dsv4_status_t st = (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? DSV4_STATUS_NO_DEVICE
                                : e == cudaErrorInvalidDeviceFunction                        ? DSV4_STATUS_UNSUPPORTED
                                                                                             : DSV4_STATUS_CUDA_ERROR;
@@ -64,17 +68,25 @@ dsv4_status_t dsv4_launch_prepare(const char *op, const void *kernel, size_t dyn
         *(volatile int *)static_smem_cache = cached;
     }
     size_t total = (size_t)(cached - 1) + dyn_smem;
-    if (total > DSV4_MAX_SMEM_PER_CTA)
+    if (total > DSV4_MAX_SMEM_PER_CTA) {
+        launch_error = cudaSuccess;
         return dsv4_fail(DSV4_STATUS_UNSUPPORTED, op,
                          "kernel needs %zu bytes of shared memory per CTA (%d static + %zu dynamic), over the %d-byte "
                          "limit that keeps every kernel runnable on SM86",
                          total, cached - 1, dyn_smem, DSV4_MAX_SMEM_PER_CTA);
+    }
     return DSV4_STATUS_SUCCESS;
 }
 
+void dsv4_launch_note(int cuda_error) {
+    if (launch_error == cudaSuccess) launch_error = (cudaError_t)cuda_error;
+}
+
 dsv4_status_t dsv4_launch_status(const char *op) {
-    cudaError_t e = cudaGetLastError();
+    const cudaError_t e = launch_error;
+    launch_error = cudaSuccess;
     if (e == cudaSuccess) return DSV4_STATUS_SUCCESS;
+    cudaGetLastError(); /* our failed launch is the runtime's last error: reported here, so cleared */
     dsv4_status_t st =
         (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? DSV4_STATUS_NO_DEVICE : DSV4_STATUS_CUDA_ERROR;
     return dsv4_fail(st, op, "kernel launch failed: %s", cudaGetErrorString(e));

@@ -35,6 +35,13 @@ dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t st
 #define DSV4_CHECK_BF16_ROWS(op, what, stride, min_elems, rows)                                                        \
     dsv4_check_row_stride(op, what, stride, min_elems, rows, 2, 8)
 
+/* Strides have no default (dsv4.h): a stride of 0 on a dimension of extent > 1 would
+ * alias its rows, so it fails (INVALID_VALUE naming `what`). On extent <= 1 the stride
+ * addresses nothing; there 0 stands for `unused`, a value the later checks accept.
+ * Stores the stride to use in *out. */
+dsv4_status_t dsv4_given_stride(const char *op, const char *what, int64_t stride, int64_t extent, int64_t unused,
+                                int64_t *out);
+
 dsv4_status_t dsv4_check_stream(const char *op, dsv4_stream_t stream);
 dsv4_status_t dsv4_check_workspace(const char *op, size_t need, const void *ws, size_t have);
 

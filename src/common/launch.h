@@ -3,8 +3,14 @@
  *
  *   static int my_kernel_smem;   // one cache per kernel, zero-initialised
  *   DSV4_TRY(dsv4_launch_prepare("kv_insert", (const void *)my_kernel, dyn, &my_kernel_smem));
- *   my_kernel<<<grid, block, dyn, stream>>>(...);
+ *   dsv4_launch(my_kernel, grid, block, dyn, stream, ...);
  *   return dsv4_launch_status("kv_insert");
+ *
+ * dsv4_launch takes the status of the launch itself (cudaLaunchKernelEx's return value)
+ * and dsv4_launch_status reports the first failure among this call's launches. Neither
+ * reads cudaGetLastError, which would report (and clear) an error left by an unrelated
+ * earlier call of the caller's; only a failure of our own launch is cleared, once
+ * reported.
  *
  * dsv4_launch_prepare is the run-time half of the shared-memory gate: it refuses a
  * launch whose static (from the loaded cubin) plus dynamic shared memory exceeds
@@ -25,8 +31,30 @@ extern "C" {
 
 dsv4_status_t dsv4_launch_prepare(const char *op, const void *kernel, size_t dyn_smem, int *static_smem_cache);
 dsv4_status_t dsv4_launch_status(const char *op);
+/* Records a launch's own status (int: a cudaError_t) for this thread's next
+ * dsv4_launch_status, keeping the first failure. */
+void dsv4_launch_note(int cuda_error);
 
 #ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+#include <utility>
+
+/* Launch `kernel` and note the launch's own status. */
+template <typename... P, typename... A>
+static inline void dsv4_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    if constexpr (sizeof...(P) == 0) dsv4_launch_note((int)cudaLaunchKernelExC(&cfg, (const void *)kernel, nullptr));
+    else dsv4_launch_note((int)cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 #endif
 

@@ -57,6 +57,17 @@ dsv4_status_t dsv4_check_align(const char *op, const char *what, const void *p, 
     return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %p is not %lld-byte aligned", what, p, (long long)align);
 }
 
+dsv4_status_t dsv4_given_stride(const char *op, const char *what, int64_t stride, int64_t extent, int64_t unused,
+                                int64_t *out) {
+    if (stride == 0 && extent > 1)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
+                         "%s = 0 on a dimension of extent %lld: a stride of 0 is never a default (its rows would "
+                         "alias); pass the tensor's real stride",
+                         what, (long long)extent);
+    *out = stride == 0 ? unused : stride;
+    return DSV4_STATUS_SUCCESS;
+}
+
 dsv4_status_t dsv4_check_stream(const char *op, dsv4_stream_t stream) {
     if (stream) return DSV4_STATUS_SUCCESS;
     return dsv4_fail(DSV4_STATUS_NULL_POINTER, op,

@@ -27,19 +27,21 @@ dsv4_status_t engram_plan(const dsv4_engram_lookup_desc_t *d, engram_plan_t *pla
     DSV4_TRY(dsv4_check_range(op, "vocab_start", d->vocab_start, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "vocab_end", d->vocab_end, d->vocab_start, (int64_t)INT32_MAX + 1));
     /* ids: every (t, h) element offset, times 4 bytes, fits in int64. */
-    const int64_t sh = d->ids_stride_head ? d->ids_stride_head : 1;
+    int64_t sh, st, vs, ss;
+    DSV4_TRY(dsv4_given_stride(op, "ids_stride_head", d->ids_stride_head, d->n_cols, 1, &sh));
     DSV4_TRY(dsv4_check_range(op, "ids_stride_head", sh, 1, INT64_MAX / 4 / d->n_cols));
-    const int64_t st = d->ids_stride_token ? d->ids_stride_token : d->n_cols * sh;
+    DSV4_TRY(dsv4_given_stride(op, "ids_stride_token", d->ids_stride_token, d->num_tokens, d->n_cols * sh, &st));
     const int64_t reach = INT64_MAX / 4 - d->n_cols * sh;
     DSV4_TRY(dsv4_check_range(op, "ids_stride_token", st, 1, d->num_tokens > 1 ? reach / d->num_tokens : reach));
     const int64_t table_rows = d->vocab_end - d->vocab_start;
-    const int64_t vs = d->values_stride_bytes ? d->values_stride_bytes : D;
+    DSV4_TRY(dsv4_given_stride(op, "values_stride_bytes", d->values_stride_bytes, table_rows, D, &vs));
     DSV4_TRY(check_table_stride("values_stride_bytes", vs, D, table_rows));
     if (vs % 16)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
                          "values_stride_bytes = %lld is not a multiple of 16 (rows are read in 16-byte pieces)",
                          (long long)vs);
-    const int64_t ss = d->scales_stride_bytes ? d->scales_stride_bytes : D / DSV4_ENGRAM_BLOCK;
+    DSV4_TRY(
+        dsv4_given_stride(op, "scales_stride_bytes", d->scales_stride_bytes, table_rows, D / DSV4_ENGRAM_BLOCK, &ss));
     DSV4_TRY(check_table_stride("scales_stride_bytes", ss, D / DSV4_ENGRAM_BLOCK, table_rows));
     plan->ids_stride_token = st;
     plan->ids_stride_head = sh;

@@ -99,7 +99,8 @@ extern "C" dsv4_status_t engram_launch(const dsv4_engram_lookup_desc_t *d, const
                                  d->vocab_end,
                                  plan->values_stride_bytes,
                                  plan->scales_stride_bytes};
-    if (narrow) engram_kernel<uint32_t><<<blocks, ENGRAM_THREADS, ENGRAM_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
-    else engram_kernel<uint64_t><<<blocks, ENGRAM_THREADS, ENGRAM_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    if (narrow)
+        dsv4_launch(engram_kernel<uint32_t>, blocks, ENGRAM_THREADS, ENGRAM_SMEM_BYTES, (cudaStream_t)stream, prm);
+    else dsv4_launch(engram_kernel<uint64_t>, blocks, ENGRAM_THREADS, ENGRAM_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("engram_lookup");
 }

@@ -15,9 +15,10 @@ dsv4_status_t inv_rope_plan(const dsv4_inv_rope_desc_t *d, inv_rope_plan_t *plan
     DSV4_TRY(dsv4_check_range(op, "num_heads_padded", hp, d->num_heads, INV_ROPE_MAX_HEADS));
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
     /* Head rows must not overlap: they are rewritten in place in parallel. */
-    const int64_t sh = d->o_stride_head ? d->o_stride_head : DSV4_INV_ROPE_HEAD_DIM;
+    int64_t sh, st;
+    DSV4_TRY(dsv4_given_stride(op, "o_stride_head", d->o_stride_head, hp, DSV4_INV_ROPE_HEAD_DIM, &sh));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "o_stride_head", sh, DSV4_INV_ROPE_HEAD_DIM, hp));
-    const int64_t st = d->o_stride_token ? d->o_stride_token : hp * sh;
+    DSV4_TRY(dsv4_given_stride(op, "o_stride_token", d->o_stride_token, d->num_tokens, hp * sh, &st));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "o_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
     plan->heads_padded = hp;
     plan->o_stride_head = sh;

@@ -73,7 +73,11 @@ extern "C" dsv4_status_t inv_rope_launch(const dsv4_inv_rope_desc_t *d, const in
     DSV4_TRY(cmp_grid("inv_rope", plan->units, INV_ROPE_THREADS, INV_ROPE_CTAS_PER_SM, &blocks));
     const inv_rope_params_t prm = {a->o,         a->position_ids,      a->cos_sin_cache,    plan->units,
                                    d->num_heads, plan->o_stride_token, plan->o_stride_head, d->max_position};
-    if (narrow) inv_rope_kernel<uint32_t><<<blocks, INV_ROPE_THREADS, INV_ROPE_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
-    else inv_rope_kernel<uint64_t><<<blocks, INV_ROPE_THREADS, INV_ROPE_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    if (narrow)
+        dsv4_launch(inv_rope_kernel<uint32_t>, blocks, INV_ROPE_THREADS, INV_ROPE_SMEM_BYTES, (cudaStream_t)stream,
+                    prm);
+    else
+        dsv4_launch(inv_rope_kernel<uint64_t>, blocks, INV_ROPE_THREADS, INV_ROPE_SMEM_BYTES, (cudaStream_t)stream,
+                    prm);
     return dsv4_launch_status("inv_rope");
 }

@@ -16,7 +16,8 @@ dsv4_status_t latent_plan(const dsv4_compress_desc_t *d, latent_plan_t *plan) {
     if (!(d->eps >= 0.0f && d->eps <= FLT_MAX))
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "eps = %g is not a finite number >= 0", (double)d->eps);
     const int64_t width = DSV4_COMPRESS_DIM * d->ratio;
-    const int64_t ks = d->kv_stride ? d->kv_stride : width;
+    int64_t ks, rs;
+    DSV4_TRY(dsv4_given_stride(op, "kv_stride", d->kv_stride, d->num_tokens, width, &ks));
     DSV4_TRY(dsv4_check_row_stride(op, "kv_stride", ks, width, d->num_tokens, 4, 16));
     plan->kv_stride = ks;
     plan->ring_stride = 0;
@@ -30,7 +31,7 @@ dsv4_status_t latent_plan(const dsv4_compress_desc_t *d, latent_plan_t *plan) {
     if (d->ring_rows % cap)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "ring_rows = %lld is not a multiple of ring_cap = %lld",
                          (long long)d->ring_rows, (long long)cap);
-    const int64_t rs = d->ring_stride ? d->ring_stride : 2 * DSV4_COMPRESS_DIM;
+    DSV4_TRY(dsv4_given_stride(op, "ring_stride", d->ring_stride, d->ring_rows, 2 * DSV4_COMPRESS_DIM, &rs));
     DSV4_TRY(dsv4_check_row_stride(op, "ring_stride", rs, 2 * DSV4_COMPRESS_DIM, d->ring_rows, 4, 16));
     plan->ring_stride = rs;
     return DSV4_STATUS_SUCCESS;

@@ -115,11 +115,11 @@ extern "C" dsv4_status_t latent_launch(const dsv4_compress_desc_t *d, const late
                                  a->gamma,    a->ring,      a->latent,    d->num_tokens,     plan->kv_stride,
                                  d->num_reqs, d->ring_cap,  d->ring_rows, plan->ring_stride, d->eps};
     const cudaStream_t s = (cudaStream_t)stream;
-    if (r1) latent_kernel<1><<<(unsigned)d->num_tokens, LATENT_THREADS, 0, s>>>(prm);
-    else latent_kernel<2><<<(unsigned)d->num_tokens, LATENT_THREADS, 0, s>>>(prm);
+    if (r1) dsv4_launch(latent_kernel<1>, (unsigned)d->num_tokens, LATENT_THREADS, 0, s, prm);
+    else dsv4_launch(latent_kernel<2>, (unsigned)d->num_tokens, LATENT_THREADS, 0, s, prm);
     DSV4_TRY(dsv4_launch_status("compress"));
     if (r1 || d->num_reqs == 0) return DSV4_STATUS_SUCCESS;
     DSV4_TRY(dsv4_launch_prepare("compress", (const void *)latent_ring_kernel, 0, &smem_ring));
-    latent_ring_kernel<<<(unsigned)d->num_reqs, LATENT_RING_THREADS, 0, s>>>(prm);
+    dsv4_launch(latent_ring_kernel, (unsigned)d->num_reqs, LATENT_RING_THREADS, 0, s, prm);
     return dsv4_launch_status("compress");
 }

@@ -24,7 +24,8 @@ dsv4_status_t idx_k_plan(const dsv4_indexer_k_store_desc_t *d, idx_k_plan_t *pla
                          "page_stride_bytes = %lld is not a multiple of 16 (the kernel's vector stores need it)",
                          (long long)d->page_stride_bytes);
     DSV4_TRY(dsv4_check_range(op, "num_pages", d->num_pages, 1, INT64_MAX / d->page_stride_bytes));
-    const int64_t ks = d->k_stride_row ? d->k_stride_row : DSV4_INDEXER_HEAD_DIM;
+    int64_t ks;
+    DSV4_TRY(dsv4_given_stride(op, "k_stride_row", d->k_stride_row, d->num_tokens, DSV4_INDEXER_HEAD_DIM, &ks));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "k_stride_row", ks, DSV4_INDEXER_HEAD_DIM, d->num_tokens));
     plan->k_stride_row = ks;
     /* num_pages * page_tokens <= INT64_MAX / 132: no overflow. */

@@ -96,6 +96,6 @@ extern "C" dsv4_status_t idx_k_launch(const dsv4_indexer_k_store_desc_t *d, cons
                                 a->cos_sin,  a->cache,        d->num_tokens,  plan->k_stride_row,
                                 d->ratio,    d->max_position, d->page_tokens, d->page_stride_bytes,
                                 plan->slots, d->eps};
-    idx_k_kernel<<<plan->blocks, IDX_K_THREADS, IDX_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    dsv4_launch(idx_k_kernel, plan->blocks, IDX_K_THREADS, IDX_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("indexer_k_store");
 }

@@ -12,11 +12,12 @@ dsv4_status_t idx_q_plan(const dsv4_indexer_q_desc_t *d, idx_q_plan_t *plan) {
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "num_heads", d->num_heads, 1, DSV4_INDEXER_MAX_HEADS));
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
-    const int64_t sh = d->q_stride_head ? d->q_stride_head : DSV4_INDEXER_HEAD_DIM;
+    int64_t sh, st, sw;
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_head", d->q_stride_head, d->num_heads, DSV4_INDEXER_HEAD_DIM, &sh));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_head", sh, DSV4_INDEXER_HEAD_DIM, d->num_heads));
-    const int64_t st = d->q_stride_token ? d->q_stride_token : d->num_heads * sh;
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_token", d->q_stride_token, d->num_tokens, d->num_heads * sh, &st));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_token", st, d->num_tokens > 1 ? d->num_heads * sh : 0, d->num_tokens));
-    const int64_t sw = d->w_stride_token ? d->w_stride_token : d->num_heads;
+    DSV4_TRY(dsv4_given_stride(op, "w_stride_token", d->w_stride_token, d->num_tokens, d->num_heads, &sw));
     DSV4_TRY(dsv4_check_row_stride(op, "w_stride_token", sw, d->num_heads, d->num_tokens, 2, 1));
     DSV4_TRY(idx_check_nonneg(op, "softmax_scale", d->softmax_scale));
     DSV4_TRY(idx_check_nonneg(op, "head_scale", d->head_scale));

@@ -111,6 +111,6 @@ extern "C" dsv4_status_t idx_q_launch(const dsv4_indexer_q_desc_t *d, const idx_
                                 d->max_position,
                                 plan->softmax_scale,
                                 plan->head_scale};
-    idx_q_kernel<<<plan->blocks, IDX_Q_THREADS, IDX_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    dsv4_launch(idx_q_kernel, plan->blocks, IDX_Q_THREADS, IDX_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("indexer_q");
 }

@@ -18,7 +18,7 @@ static dsv4_status_t check_src(const char *op, idx_src_t *s) {
     DSV4_TRY(dsv4_check_range(op, "ratio", s->ratio, 1, 2));
     DSV4_TRY(dsv4_check_range(op, "num_reqs", s->num_reqs, 1, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "block_table_width", s->bt_width, 1, INT32_MAX));
-    if (!s->bt_stride) s->bt_stride = s->bt_width;
+    DSV4_TRY(dsv4_given_stride(op, "block_table_stride", s->bt_stride, s->num_reqs, s->bt_width, &s->bt_stride));
     DSV4_TRY(dsv4_check_row_stride(op, "block_table_stride", s->bt_stride, s->bt_width, s->num_reqs, 4, 1));
     if (s->page_tokens < 64 || s->page_tokens > IDX_MAX_TOPK_PAGE || s->page_tokens % 64 != 0)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
@@ -64,7 +64,8 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
     idx_src_t s = SRC_OF(d);
     DSV4_TRY(check_src(op_topk, &s));
     DSV4_TRY(dsv4_check_range(op_topk, "topk", d->topk, 1, IDX_MAX_TOPK));
-    const int64_t ts = d->topk_stride ? d->topk_stride : d->topk;
+    int64_t ts, cs = 0;
+    DSV4_TRY(dsv4_given_stride(op_topk, "topk_stride", d->topk_stride, s.rows, d->topk, &ts));
     DSV4_TRY(dsv4_check_row_stride(op_topk, "topk_stride", ts, d->topk, s.rows, 4, 1));
     DSV4_TRY(dsv4_check_range(op_topk, "candidate_mode", d->candidate_mode, 0, 2));
     const int64_t cb = d->candidate_block ? d->candidate_block : 8;
@@ -73,8 +74,10 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
                          (long long)d->candidate_block);
     const int64_t cc = d->candidate_count ? d->candidate_count : 2048;
     DSV4_TRY(dsv4_check_range(op_topk, "candidate_count", cc, 1, IDX_TOPK_MAX_CAND));
-    const int64_t cs = d->candidate_stride ? d->candidate_stride : cc;
-    DSV4_TRY(dsv4_check_row_stride(op_topk, "candidate_stride", cs, cc, s.rows, 4, 1));
+    if (d->candidate_mode) { /* mode 0 never addresses cand */
+        DSV4_TRY(dsv4_given_stride(op_topk, "candidate_stride", d->candidate_stride, s.rows, cc, &cs));
+        DSV4_TRY(dsv4_check_row_stride(op_topk, "candidate_stride", cs, cc, s.rows, 4, 1));
+    }
     DSV4_TRY(dsv4_check_range(op_topk, "num_splits", d->num_splits, 0, IDX_TOPK_MAX_SPLITS));
     const int64_t s_min = cdiv(s.max_keys, IDX_TOPK_MAX_SPLIT_COLS);
     if (d->num_splits && d->num_splits < s_min)
@@ -114,7 +117,8 @@ dsv4_status_t idx_logits_plan(const dsv4_indexer_logits_desc_t *d, idx_logits_pl
     idx_src_t s = SRC_OF(d);
     DSV4_TRY(check_src(op_logits, &s));
     DSV4_TRY(dsv4_check_range(op_logits, "out_cols", d->out_cols, 0, INT32_MAX));
-    const int64_t os = d->out_stride ? d->out_stride : d->out_cols;
+    int64_t os;
+    DSV4_TRY(dsv4_given_stride(op_logits, "out_stride", d->out_stride, s.rows, d->out_cols, &os));
     DSV4_TRY(dsv4_check_row_stride(op_logits, "out_stride", os, d->out_cols, s.rows, 4, 4));
     p->src = s;
     p->out_cols = d->out_cols, p->out_stride = os;

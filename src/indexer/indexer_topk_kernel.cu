@@ -687,7 +687,7 @@ extern "C" dsv4_status_t idx_logits_launch(const idx_logits_plan_t *plan, const 
     idx_prm_t p = src_params(plan->src, a->q8, a->w, a->positions, a->row_req, a->row_valid, a->block_table, a->cache);
     p.group_rows = plan->group_rows, p.groups = plan->groups, p.chunks = plan->chunks;
     p.out = a->out, p.out_cols = plan->out_cols, p.out_stride = plan->out_stride;
-    idx_logits_kernel<<<grid_of(p.groups * p.chunks), IDX_TOPK_THREADS, 0, (cudaStream_t)stream>>>(p);
+    dsv4_launch(idx_logits_kernel, grid_of(p.groups * p.chunks), IDX_TOPK_THREADS, 0, (cudaStream_t)stream, p);
     return dsv4_launch_status("indexer_logits");
 }
 
@@ -709,13 +709,13 @@ extern "C" dsv4_status_t idx_topk_launch(const idx_topk_plan_t *plan, const dsv4
     p.score_stride = (plan->src.max_keys + 7) / 8;
     cudaStream_t s = (cudaStream_t)stream;
     if (p.mode == 2) {
-        idx_topk_restrict_prep<<<grid_of(p.rows), IDX_TOPK_THREADS, 0, s>>>(p);
+        dsv4_launch(idx_topk_restrict_prep, grid_of(p.rows), IDX_TOPK_THREADS, 0, s, p);
         DSV4_TRY(dsv4_launch_status("indexer_topk"));
-        idx_topk_restrict_a<<<grid_of(p.rows * p.splits), IDX_TOPK_THREADS, 0, s>>>(p);
+        dsv4_launch(idx_topk_restrict_a, grid_of(p.rows * p.splits), IDX_TOPK_THREADS, 0, s, p);
     } else {
-        idx_topk_pass_a<<<grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s>>>(p);
+        dsv4_launch(idx_topk_pass_a, grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s, p);
     }
     DSV4_TRY(dsv4_launch_status("indexer_topk"));
-    idx_topk_pass_b<<<grid_of(p.rows), IDX_TOPK_THREADS, 0, s>>>(p);
+    dsv4_launch(idx_topk_pass_b, grid_of(p.rows), IDX_TOPK_THREADS, 0, s, p);
     return dsv4_launch_status("indexer_topk");
 }

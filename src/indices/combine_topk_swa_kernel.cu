@@ -223,10 +223,10 @@ extern "C" dsv4_status_t dsv4_combine_topk_swa_launch(const dsv4_cmb_params_t *p
     const unsigned grid = dsv4_idx_resident_grid(k, DSV4_CMB_THREADS, need, &occ[which]);
     cudaStream_t s = (cudaStream_t)stream;
     switch (which) {
-    case 0: cmb_kernel<false, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
-    case 1: cmb_kernel<false, true><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
-    case 2: cmb_kernel<true, false><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
-    default: cmb_kernel<true, true><<<grid, DSV4_CMB_THREADS, 0, s>>>(*p); break;
+    case 0: dsv4_launch(cmb_kernel<false, false>, grid, DSV4_CMB_THREADS, 0, s, *p); break;
+    case 1: dsv4_launch(cmb_kernel<false, true>, grid, DSV4_CMB_THREADS, 0, s, *p); break;
+    case 2: dsv4_launch(cmb_kernel<true, false>, grid, DSV4_CMB_THREADS, 0, s, *p); break;
+    default: dsv4_launch(cmb_kernel<true, true>, grid, DSV4_CMB_THREADS, 0, s, *p); break;
     }
     return dsv4_launch_status(op);
 }

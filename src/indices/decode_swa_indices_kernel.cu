@@ -61,7 +61,7 @@ extern "C" dsv4_status_t dsv4_decode_swa_indices_launch(const dsv4_dsw_params_t 
     const void *k = p->vec ? (const void *)dsw_kernel<true> : (const void *)dsw_kernel<false>;
     DSV4_TRY(dsv4_launch_prepare(op, k, 0, &smem[p->vec != 0]));
     const unsigned grid = (unsigned)(((int64_t)p->num_tokens + DSV4_DSW_WARPS - 1) / DSV4_DSW_WARPS);
-    if (p->vec) dsw_kernel<true><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
-    else dsw_kernel<false><<<grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    if (p->vec) dsv4_launch(dsw_kernel<true>, grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream, *p);
+    else dsv4_launch(dsw_kernel<false>, grid, DSV4_DSW_THREADS, 0, (cudaStream_t)stream, *p);
     return dsv4_launch_status(op);
 }

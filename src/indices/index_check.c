@@ -10,7 +10,8 @@ dsv4_status_t dsv4_idx_check_i32(const char *op, const char *what, const void *p
 
 dsv4_status_t dsv4_idx_check_stride(const char *op, const char *what, int64_t stride, int64_t width, int64_t rows,
                                     int64_t *out) {
-    int64_t s = stride == 0 ? width : stride;
+    int64_t s;
+    DSV4_TRY(dsv4_given_stride(op, what, stride, width > 0 ? rows : 0, width, &s));
     if (s < width)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is below the row width %lld", what,
                          (long long)stride, (long long)width);

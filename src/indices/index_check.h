@@ -28,7 +28,8 @@ dsv4_status_t dsv4_idx_no_workspace(const char *op, dsv4_status_t desc_status, s
  * when any is needed) and the stream. */
 dsv4_status_t dsv4_idx_check_launch(const char *op, size_t need, const void *ws, size_t ws_bytes, dsv4_stream_t stream);
 
-/* Resolves a row stride (0 means `width`) into *out after checking stride >= width and that
+/* Resolves a row stride (0 only where it addresses nothing: dsv4_given_stride) into *out
+ * after checking stride >= width and that
  * `rows` rows of it stay addressable (rows * stride * 4 bytes below 2^62). */
 dsv4_status_t dsv4_idx_check_stride(const char *op, const char *what, int64_t stride, int64_t width, int64_t rows,
                                     int64_t *out);

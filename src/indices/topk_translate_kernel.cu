@@ -344,8 +344,8 @@ extern "C" dsv4_status_t dsv4_topk_translate_launch(const dsv4_tt_params_t *p, d
     const unsigned grid = p->topk > DSV4_TT_SEG && dsv4_idx_grid_cap == 0
                               ? (unsigned)need
                               : dsv4_idx_resident_grid(k, DSV4_TT_THREADS, need, &occ[p->vec != 0]);
-    if (p->vec) tt_dense_kernel<true><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
-    else tt_dense_kernel<false><<<grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream>>>(*p);
+    if (p->vec) dsv4_launch(tt_dense_kernel<true>, grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream, *p);
+    else dsv4_launch(tt_dense_kernel<false>, grid, DSV4_TT_THREADS, 0, (cudaStream_t)stream, *p);
     return dsv4_launch_status(op);
 }
 
@@ -358,13 +358,13 @@ extern "C" dsv4_status_t dsv4_topk_translate_packed_launch(const dsv4_tt_params_
     DSV4_TRY(dsv4_launch_prepare(op, kp, 0, &smem_pack[p->vec != 0]));
     cudaStream_t s = (cudaStream_t)stream;
     if (p->num_groups > 0) {
-        if (p->vec) tt_count_kernel<true><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
-        else tt_count_kernel<false><<<p->num_groups, DSV4_TT_THREADS, 0, s>>>(*p);
+        if (p->vec) dsv4_launch(tt_count_kernel<true>, p->num_groups, DSV4_TT_THREADS, 0, s, *p);
+        else dsv4_launch(tt_count_kernel<false>, p->num_groups, DSV4_TT_THREADS, 0, s, *p);
         DSV4_TRY(dsv4_launch_status(op));
     }
     /* At least one CTA, so that indptr[0] is written when T = 0. */
     const unsigned grid = p->num_groups > 0 ? (unsigned)p->num_groups : 1u;
-    if (p->vec) tt_pack_kernel<true><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
-    else tt_pack_kernel<false><<<grid, DSV4_TT_THREADS, 0, s>>>(*p);
+    if (p->vec) dsv4_launch(tt_pack_kernel<true>, grid, DSV4_TT_THREADS, 0, s, *p);
+    else dsv4_launch(tt_pack_kernel<false>, grid, DSV4_TT_THREADS, 0, s, *p);
     return dsv4_launch_status(op);
 }

@@ -9,7 +9,9 @@ dsv4_status_t kv_gather_plan(const dsv4_kv_gather_desc_t *d, kv_gather_plan_t *p
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_reqs", d->num_reqs, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "block_table_width", d->block_table_width, 0, INT32_MAX));
-    const int64_t bts = d->block_table_stride ? d->block_table_stride : d->block_table_width;
+    int64_t bts, srow, sreq;
+    DSV4_TRY(dsv4_given_stride(op, "block_table_stride", d->block_table_stride,
+                               d->block_table_width > 0 ? d->num_reqs : 0, d->block_table_width, &bts));
     DSV4_TRY(dsv4_check_range(op, "block_table_stride", bts, d->block_table_width,
                               INT64_MAX / 4 / (d->num_reqs > 1 ? d->num_reqs : 1)));
     DSV4_TRY(dsv4_check_range(op, "out_rows", d->out_rows, 0, INT32_MAX));
@@ -17,10 +19,11 @@ dsv4_status_t kv_gather_plan(const dsv4_kv_gather_desc_t *d, kv_gather_plan_t *p
     DSV4_TRY(dsv4_check_range(op, "max_gather_len", d->max_gather_len, 0, INT32_MAX));
     DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
     /* Rows and slabs must not overlap: warps write them in parallel. */
-    const int64_t srow = d->out_stride_row ? d->out_stride_row : DSV4_KV_DIM;
+    DSV4_TRY(dsv4_given_stride(op, "out_stride_row", d->out_stride_row, d->out_rows, DSV4_KV_DIM, &srow));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "out_stride_row", srow, DSV4_KV_DIM, d->out_rows));
     const int64_t slab = d->out_rows * srow;
-    const int64_t sreq = d->out_stride_req ? d->out_stride_req : slab;
+    DSV4_TRY(
+        dsv4_given_stride(op, "out_stride_req", d->out_stride_req, d->out_rows > 0 ? d->num_reqs : 0, slab, &sreq));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "out_stride_req", sreq, d->num_reqs > 1 ? slab : 0, d->num_reqs));
 
     plan->block_table_stride = bts;

@@ -178,7 +178,8 @@ extern "C" dsv4_status_t kv_gather_launch(const dsv4_kv_gather_desc_t *d, const 
     prm.page_stride_bytes = d->page_stride_bytes;
     prm.num_pages = d->num_pages;
     const dim3 grid((unsigned)d->num_reqs, (unsigned)workers);
-    if (glens) kv_gather_kernel<true><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
-    else kv_gather_kernel<false><<<grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    if (glens)
+        dsv4_launch(kv_gather_kernel<true>, grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream, prm);
+    else dsv4_launch(kv_gather_kernel<false>, grid, KV_GATHER_THREADS, KV_GATHER_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("kv_gather");
 }

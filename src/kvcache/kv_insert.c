@@ -9,7 +9,8 @@ dsv4_status_t kv_insert_plan(const dsv4_kv_insert_desc_t *d, kv_insert_plan_t *p
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
-    const int64_t k_stride = d->k_stride_row ? d->k_stride_row : DSV4_KV_DIM;
+    int64_t k_stride;
+    DSV4_TRY(dsv4_given_stride(op, "k_stride_row", d->k_stride_row, d->num_tokens, DSV4_KV_DIM, &k_stride));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "k_stride_row", k_stride, DSV4_KV_DIM, d->num_tokens));
     plan->k_stride_row = k_stride;
     plan->blocks = (d->num_tokens + KV_INSERT_WARPS - 1) / KV_INSERT_WARPS;

@@ -15,9 +15,10 @@
 
 #define KV_INSERT_WARPS 8
 #define KV_INSERT_THREADS (KV_INSERT_WARPS * 32)
-/* Resident CTAs per SM asked of ptxas: 6 x 8 warps = 48 warps (75% of SM80/SM90, all of
- * SM86), which caps registers at 40 per thread without spills. */
-#define KV_INSERT_MIN_BLOCKS 6
+/* Resident CTAs per SM asked of ptxas: 5 x 8 warps = 40 warps (63% of SM80/SM90, 83% of
+ * SM86), which caps registers at 48 per thread. 6 (cap 40) fitted until the
+ * duplicate-slot claim check (kv_warp.cuh), which spills there. */
+#define KV_INSERT_MIN_BLOCKS 5
 /* Grid cap: one resident wave, each warp looping with its next row in flight. Chosen by
  * the H200 run of 2026-11-30 (docs/kvcache.md, versions table): 65,536 tokens in 35.3-35.7
  * us with the cap against 37.1 us without it (a warp per token, no prefetch). 7 CTAs per

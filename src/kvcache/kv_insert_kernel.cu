@@ -13,7 +13,9 @@
  * (kv_record.h). A token's row comes in with two 16-byte loads per lane, issued with its
  * slot load one token ahead: the next row is in flight while the current one is reduced
  * (block maxima over 8 lanes by shuffles), quantized and stored as 8/16-byte stores
- * (kv_warp.cuh). No shared memory.
+ * (kv_warp.cuh). No shared memory. A claim kernel runs first; a warp stores its record
+ * only when its token holds the record's claim, so duplicate slots leave one whole row
+ * (kv_warp.cuh).
  *
  * Numerics: integer and exactly-rounded fp32 only (kv_record.h); bit-exact with the CPU
  * reference. Byte offsets are 64-bit (page * page_stride_bytes passes 2^31).
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(KV_INSERT_THREADS, ROPE ? KV_ROPE_INSERT_MIN_B
                 }
             }
             kv_warp_store_record(w, lane, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
-                                 prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
+                                 prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes), t);
         }
         if (next >= prm.num_tokens) break;
         t = next;
@@ -112,17 +114,29 @@ __global__ void __launch_bounds__(KV_INSERT_THREADS, ROPE ? KV_ROPE_INSERT_MIN_B
     }
 }
 
+/* The claims of the rows that write (kv_warp.cuh). */
+static kv_claim_params_t kv_claims(const kv_insert_params_t &p) {
+    return kv_claim_params_t{p.slot_mapping,      NULL,        p.cache, p.num_tokens, p.P,
+                             p.page_stride_bytes, p.num_pages, 1,       p.page_div,   {}};
+}
+static kv_claim_params_t kv_claims(const kv_rope_insert_params_t &p) {
+    kv_claim_params_t c = kv_claims(p.ins);
+    c.positions = p.positions, c.ratio = p.ratio, c.ratio_div = p.ratio_div;
+    return c;
+}
+
 /* Grid: one resident wave at most. */
 template <bool ROPE>
 static dsv4_status_t kv_insert_run(const char *op, const typename kv_params<ROPE>::type &prm, int64_t blocks,
                                    dsv4_stream_t stream) {
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)kv_insert_kernel<ROPE>, KV_INSERT_SMEM_BYTES, &smem_cache));
+    DSV4_TRY(kv_claim_launch(op, kv_claims(prm), (cudaStream_t)stream));
     int sms = 0;
     DSV4_TRY(kv_sm_count(op, &sms));
     const int64_t cap = (int64_t)sms * kv_ctas_per_sm<ROPE>();
     const unsigned grid = (unsigned)(blocks < cap ? blocks : cap);
-    kv_insert_kernel<ROPE><<<grid, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    dsv4_launch(kv_insert_kernel<ROPE>, grid, KV_INSERT_THREADS, KV_INSERT_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status(op);
 }
 

@@ -21,11 +21,12 @@ dsv4_status_t kv_swa_plan(const dsv4_kv_swa_write_desc_t *d, kv_swa_plan_t *plan
     DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
 
     /* Head rows must not overlap: the kernel rewrites them in place in parallel. */
-    const int64_t sh = d->q_stride_head ? d->q_stride_head : DSV4_KV_DIM;
+    int64_t sh, st, kvs;
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_head", d->q_stride_head, hp, DSV4_KV_DIM, &sh));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_head", sh, DSV4_KV_DIM, hp));
-    const int64_t st = d->q_stride_token ? d->q_stride_token : hp * sh;
+    DSV4_TRY(dsv4_given_stride(op, "q_stride_token", d->q_stride_token, d->num_tokens, hp * sh, &st));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "q_stride_token", st, d->num_tokens > 1 ? hp * sh : 0, d->num_tokens));
-    const int64_t kvs = d->kv_stride_row ? d->kv_stride_row : DSV4_KV_DIM;
+    DSV4_TRY(dsv4_given_stride(op, "kv_stride_row", d->kv_stride_row, d->num_insert, DSV4_KV_DIM, &kvs));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "kv_stride_row", kvs, DSV4_KV_DIM, d->num_insert));
 
     plan->heads_padded = hp;

@@ -9,7 +9,8 @@
  *   instantiation) there is no rq: lanes 24..31 rotate their RoPE chunk with scale 1 and
  *   store it back, the NoPE dims are neither loaded nor stored.
  * KV side, row t < N_insert with a valid slot: r = bf16(RoPE(kv[t]) at position_ids[t]),
- *   then the record of r exactly as kv_insert (the same kv_warp_store_record).
+ *   then the record of r exactly as kv_insert (the same kv_warp_store_record, after the
+ *   same claim kernel: duplicate slots leave one whole row).
  *
  * Decomposition: the work of token n is Hpad + 1 warp tasks, numbered token-major
  * (task = n * (Hpad + 1) + j: j < Hq a q head, j < Hpad a padding head, j = Hpad the kv
@@ -106,7 +107,7 @@ static __device__ __forceinline__ void swa_kv_row(const kv_swa_params_t &prm, in
         for (int m = 0; m < 4; ++m) w[4 + m] = kv_rope_word(w[4 + m], 1.0f, c[m], s[m]);
     }
     kv_warp_store_record(w, lane, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
-                         prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes));
+                         prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes), t);
 }
 
 /* SKIP_Q_NORM is a template parameter so that the RMS-norm instantiation keeps its code. */
@@ -155,6 +156,9 @@ extern "C" dsv4_status_t kv_swa_launch(const dsv4_kv_swa_write_desc_t *d, const 
     prm.num_pages = d->num_pages;
     prm.eps = d->eps;
     prm.page_div = kv_page_div_make(d->page_tokens);
-    kernel<<<(unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream>>>(prm);
+    const kv_claim_params_t claims = {a->slot_mapping,      NULL,         a->cache, d->num_insert, d->page_tokens,
+                                      d->page_stride_bytes, d->num_pages, 1,        prm.page_div,  {}};
+    DSV4_TRY(kv_claim_launch("kv_swa_write", claims, (cudaStream_t)stream));
+    dsv4_launch(kernel, (unsigned)plan->blocks, KV_SWA_THREADS, KV_SWA_SMEM_BYTES, (cudaStream_t)stream, prm);
     return dsv4_launch_status("kv_swa_write");
 }

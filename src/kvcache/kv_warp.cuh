@@ -8,19 +8,30 @@
  * contiguous bytes; the record goes out as one 8-byte store per lane for the codes of
  * chunk l (256 contiguous bytes per instruction), one 8-byte store for chunk l+32 on
  * lanes 0..23 (192 bytes), one 16-byte store of RoPE bytes on lanes 24..31 (128 bytes),
- * and two 1-byte stores of scale bytes from lanes 0, 8, 16, 24. Every address is aligned because
- * the cache base is 16-byte aligned and page strides are multiples of 16.
+ * 1-byte stores of scale bytes 0..3 from lanes 0, 8, 16, 24 and one 4-byte store of bytes
+ * 4..7 from lane 24. Every address is aligned because the cache base is 16-byte aligned
+ * and page strides are multiples of 16.
+ *
+ * Duplicate slots (include/dsv4/kvcache.h): before a writer's launch, kv_claim_kernel
+ * stores KV_CLAIM_BIT | row into scale bytes 4..7 of the record of every row that will
+ * write one, so that of several rows naming one slot the last claim stored stands. The
+ * writer writes a record only for the row whose claim it finds there (kv_claim_held), and
+ * writes those 4 bytes in one store whose value (the pad byte 0 on top) never reads as a
+ * claim: a record is always exactly one row's 584 bytes.
  */
 #ifndef DSV4_KVCACHE_KV_WARP_CUH
 #define DSV4_KVCACHE_KV_WARP_CUH
 
 #include <stdint.h>
 
+#include "common/error.h"
+#include "common/launch.h"
 #include "kvcache/kv_record.h"
 #include "prim/fp8.cuh"
 #include "prim/store.cuh"
 
 #define KV_FULL_MASK 0xFFFFFFFFu
+#define KV_CLAIM_BIT 0x80000000u
 
 /* Row in registers; NC = read-only for the kernel's lifetime (ld.global.nc). */
 template <bool NC> static __device__ __forceinline__ void kv_row_load(const uint16_t *row, int lane, uint32_t w[8]) {
@@ -55,6 +66,42 @@ static __device__ __forceinline__ bool kv_group_closes_div(int64_t pos, int64_t 
     if (pos < 0 || pos > INT32_MAX) return kv_group_closes(pos, r, first);
     *first = pos - (r - 1);
     return pos - (int64_t)kv_page_div((uint32_t)pos, div.magic, div.shift) * r == r - 1;
+}
+
+/* The claims of a writer's rows: positions is NULL unless a row writes only when its
+ * position closes a group of `ratio` (kv_rope_insert). */
+typedef struct {
+    const int64_t *slot_mapping, *positions;
+    uint8_t *cache;
+    int64_t rows, P, page_stride_bytes, num_pages, ratio;
+    kv_page_div_t page_div, ratio_div;
+} kv_claim_params_t;
+
+static __global__ void __launch_bounds__(256) kv_claim_kernel(const kv_claim_params_t c) {
+    const int64_t t = (int64_t)blockIdx.x * 256 + threadIdx.x;
+    if (t >= c.rows) return;
+    int64_t page, p, first;
+    if (c.positions && !kv_group_closes_div(__ldg(c.positions + t), c.ratio, c.ratio_div, &first)) return;
+    if (!kv_slot_locate(__ldg(c.slot_mapping + t), c.P, c.page_div, c.num_pages, &page, &p)) return;
+    *reinterpret_cast<volatile uint32_t *>(c.cache + kv_scale_offset(page, p, c.P, c.page_stride_bytes) + 4) =
+        KV_CLAIM_BIT | (uint32_t)t;
+}
+
+/* Enqueue the claims ahead of the writer; the writer's dsv4_launch_status reports both. */
+static inline dsv4_status_t kv_claim_launch(const char *op, const kv_claim_params_t &c, cudaStream_t stream) {
+    static int smem_cache;
+    if (c.rows == 0) return DSV4_STATUS_SUCCESS;
+    DSV4_TRY(dsv4_launch_prepare(op, (const void *)kv_claim_kernel, 0, &smem_cache));
+    dsv4_launch(kv_claim_kernel, (unsigned)((c.rows + 255) / 256), 256, 0, stream, c);
+    return DSV4_STATUS_SUCCESS;
+}
+
+/* Row t holds the claim of the record whose scale bytes start at `scales`. Every lane
+ * loads the word in the same instruction (one transaction: one value for the warp),
+ * through L2: the claim kernel ran before, and a value stored meanwhile by this kernel is
+ * the owner's final one, which matches no claim. */
+static __device__ __forceinline__ bool kv_claim_held(const uint8_t *scales, int64_t t) {
+    return __ldcg(reinterpret_cast<const unsigned *>(scales + 4)) == (KV_CLAIM_BIT | (uint32_t)t);
 }
 
 /* max on two bf16 lanes (sm_80 max.bf16x2): a NaN lane yields the other operand, as
@@ -122,7 +169,7 @@ static __device__ __forceinline__ uint32_t kv_quant_word2(uint32_t w0, uint32_t 
  * max; an all-NaN block ends as NaN, which kv_enc_from_amax's floor test turns into the
  * floor, as the reference's amax 0 does. */
 static __device__ __forceinline__ void kv_warp_store_record(const uint32_t w[8], int lane, uint8_t *data,
-                                                            uint8_t *scales) {
+                                                            uint8_t *scales, int64_t row) {
     const uint32_t abs = 0x7FFF7FFFu;
     const uint32_t m0 = kv_bf16x2_max(kv_bf16x2_max(w[0] & abs, w[1] & abs), kv_bf16x2_max(w[2] & abs, w[3] & abs));
     const uint32_t m1 = kv_bf16x2_max(kv_bf16x2_max(w[4] & abs, w[5] & abs), kv_bf16x2_max(w[6] & abs, w[7] & abs));
@@ -135,20 +182,23 @@ static __device__ __forceinline__ void kv_warp_store_record(const uint32_t w[8],
     const uint32_t e1 = kv_enc_from_amax(dsv4_bf16_to_f32((uint16_t)(m >> 16)));
     const uint32_t inv0 = kv_inv_scale_bf16x2(e0), inv1 = kv_inv_scale_bf16x2(e1);
 
-    *reinterpret_cast<uint2 *>(data + 8 * lane) =
-        make_uint2(kv_quant_word2(w[0], w[1], inv0), kv_quant_word2(w[2], w[3], inv0));
+    /* only the row holding the record's claim stores it (duplicate slots); the stores are
+     * predicated, not branched over, so the shuffles below stay converged */
+    const bool own = kv_claim_held(scales, row);
+    dsv4_st_v2_if(data + 8 * lane, kv_quant_word2(w[0], w[1], inv0), kv_quant_word2(w[2], w[3], inv0), own);
     if (lane < KV_LANE_ROPE_FIRST) {
-        dsv4_st_v2(data + 256 + 8 * lane, kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1));
+        dsv4_st_v2_if(data + 256 + 8 * lane, kv_quant_word2(w[4], w[5], inv1), kv_quant_word2(w[6], w[7], inv1), own);
     } else { /* RoPE dims 448 + 8j .. +7 (j = lane - 24), bit for bit, at byte 448 + 16j */
-        dsv4_st_v4(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST), w[4], w[5], w[6], w[7]);
+        dsv4_st_v4_if(data + DSV4_KV_NOPE_DIM + 16 * (lane - KV_LANE_ROPE_FIRST), w[4], w[5], w[6], w[7], own);
     }
-    /* Scale bytes straight from the lanes that hold them, no shuffles: lane 8k writes
-     * enc of block k (byte k) and of block 4 + k (byte 4 + k); lane 24 writes the pad byte
-     * 7 as 0. Two byte-store instructions of four lanes; the 8 bytes meet in L2. */
-    if ((lane & 7) == 0) {
-        scales[lane >> 3] = (uint8_t)e0;
-        scales[4 + (lane >> 3)] = lane < KV_LANE_ROPE_FIRST ? (uint8_t)e1 : (uint8_t)0;
-    }
+    /* bytes 4..7 of the scales (enc of blocks 4..6 from lanes 0, 8, 16, pad byte 0) meet on
+     * lane 0 in two xor shuffles: one store of lane 0 writes them over the row's claim */
+    uint32_t hi = (lane & 7) == 0 && lane < KV_LANE_ROPE_FIRST ? e1 << (8 * (lane >> 3)) : 0u;
+    hi |= __shfl_xor_sync(KV_FULL_MASK, hi, 8);
+    hi |= __shfl_xor_sync(KV_FULL_MASK, hi, 16);
+    /* scale bytes 0..3: lane 8k writes enc of block k */
+    if ((lane & 7) == 0) dsv4_st_u8_if(scales + (lane >> 3), e0, own);
+    if (lane == 0) dsv4_st_u32_if(scales + 4, hi, own);
 }
 
 /* cos/sin of the four RoPE pairs 4j .. 4j+3 that lane 24 + j holds (c[m], s[m] for pair

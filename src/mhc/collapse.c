@@ -11,9 +11,9 @@ dsv4_status_t dsv4_mhc_collapse_check(const dsv4_mhc_collapse_desc_t *d) {
     DSV4_TRY(mhc_check_eps(op, "norm_eps", d->norm_eps));
     const int64_t H = d->hidden;
     int64_t s;
-    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &s));
-    DSV4_TRY(mhc_stride(op, "out_stride", d->out_stride, H, &s));
-    return mhc_stride(op, "aux_stride", d->aux_stride, H, &s);
+    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &s));
+    DSV4_TRY(mhc_stride(op, "out_stride", d->out_stride, d->tokens, H, &s));
+    return mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &s);
 }
 
 dsv4_status_t dsv4_mhc_collapse_workspace_size(const dsv4_mhc_collapse_desc_t *d, size_t *bytes) {
@@ -32,9 +32,9 @@ static dsv4_status_t mhc_collapse_setup(const dsv4_mhc_collapse_desc_t *d, const
     DSV4_TRY(dsv4_mhc_collapse_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     const int64_t T = d->tokens, H = d->hidden;
-    mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &st->rs);
-    mhc_stride(op, "out_stride", d->out_stride, H, &st->os);
-    mhc_stride(op, "aux_stride", d->aux_stride, H, &st->as);
+    mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &st->rs);
+    mhc_stride(op, "out_stride", d->out_stride, d->tokens, H, &st->os);
+    mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &st->as);
     if (T == 0) return DSV4_STATUS_SUCCESS;
     mhc_args_check_t c = {op, run, 0, {{0}}};
     DSV4_TRY(mhc_arg_rows(&c, "residual", a->residual, 1, T, st->rs, 4 * H, 0));

@@ -38,7 +38,7 @@ extern "C" dsv4_status_t mhc_launch_collapse(const dsv4_mhc_collapse_args_t *a, 
     static int smem_cache;
     const size_t dyn = a->norm_weight ? MHC_ROW_SMEM_BYTES(H) : 0;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_collapse_kernel, dyn, &smem_cache));
-    mhc_collapse_kernel<<<(unsigned)T, MHC_COLLAPSE_THREADS, dyn, (cudaStream_t)stream>>>(*a, H, sq_rounded, norm_eps,
-                                                                                          rs, os, as);
+    dsv4_launch(mhc_collapse_kernel, (unsigned)T, MHC_COLLAPSE_THREADS, dyn, (cudaStream_t)stream, *a, H, sq_rounded,
+                norm_eps, rs, os, as);
     return dsv4_launch_status(op);
 }

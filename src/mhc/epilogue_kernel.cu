@@ -34,7 +34,7 @@ extern "C" dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t 
         static int smem_cache;
         const size_t dyn = p->norm_w ? MHC_ROW_SMEM_BYTES(p->H) : 0;
         DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_epilogue_immediate_kernel, dyn, &smem_cache));
-        mhc_epilogue_immediate_kernel<<<(unsigned)p->T, MHC_EPI_THREADS, dyn, s>>>(*p);
+        dsv4_launch(mhc_epilogue_immediate_kernel, (unsigned)p->T, MHC_EPI_THREADS, dyn, s, *p);
         return dsv4_launch_status(op);
     }
     static int smem_cache;
@@ -42,6 +42,6 @@ extern "C" dsv4_status_t mhc_launch_epilogue(const mhc_pipe_t *p, dsv4_stream_t 
     const int64_t norm = p->epi == MHC_EPI_DELAYED && p->norm_w ? p->T : 0;
     const size_t dyn = MHC_EPI_STAGE_SMEM(p->plan.splits);
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_epilogue_kernel, dyn, &smem_cache));
-    mhc_epilogue_kernel<<<(unsigned)(G + norm), MHC_EPI_THREADS, dyn, s>>>(*p);
+    dsv4_launch(mhc_epilogue_kernel, (unsigned)(G + norm), MHC_EPI_THREADS, dyn, s, *p);
     return dsv4_launch_status(op);
 }

@@ -30,7 +30,7 @@ extern "C" dsv4_status_t mhc_launch_fn_bcast(const float *fn, float *out, int64_
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_bcast_kernel, 0, &smem_cache));
     const int64_t n = 24 * H / 4;
-    mhc_fn_bcast_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
-        reinterpret_cast<const float4 *>(fn), reinterpret_cast<float4 *>(out), H);
+    dsv4_launch(mhc_fn_bcast_kernel, (unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream,
+                reinterpret_cast<const float4 *>(fn), reinterpret_cast<float4 *>(out), H);
     return dsv4_launch_status(op);
 }

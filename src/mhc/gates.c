@@ -16,7 +16,8 @@ dsv4_status_t dsv4_mhc_gates_check(const dsv4_mhc_gates_desc_t *d) {
     DSV4_TRY(mhc_check_route(op, d->route));
     DSV4_TRY(mhc_check_gate_params(op, &d->gate));
     int64_t s;
-    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->broadcast ? d->hidden : 4 * d->hidden, &s));
+    DSV4_TRY(
+        mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, d->broadcast ? d->hidden : 4 * d->hidden, &s));
     dsv4_mhc_plan_t pl;
     return mhc_plan_compute(op, d->tokens, d->hidden, d->broadcast, d->route, &pl);
 }
@@ -44,7 +45,7 @@ static dsv4_status_t mhc_gates_setup(const dsv4_mhc_gates_desc_t *d, const dsv4_
     p->epi = MHC_EPI_GATES;
     p->rms_numel = bc ? H : 4 * H;
     p->gate = d->gate;
-    mhc_stride(op, "residual_stride", d->residual_stride, bc ? H : 4 * H, &p->res_stride);
+    mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, bc ? H : 4 * H, &p->res_stride);
     p->res = a->residual;
     p->fn = a->fn;
     p->scale = a->scale;

@@ -23,8 +23,8 @@ dsv4_status_t mhc_check_variant(const char *op, int32_t variant) {
 }
 
 dsv4_status_t mhc_check_route(const char *op, int32_t route) {
-    if (route >= DSV4_MHC_ROUTE_AUTO && route <= DSV4_MHC_ROUTE_TENSOR_CORE) return DSV4_STATUS_SUCCESS;
-    return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "route = %d is not a dsv4_mhc_route_t (0, 1 or 2)", (int)route);
+    if (route >= DSV4_MHC_ROUTE_AUTO && route <= DSV4_MHC_ROUTE_BATCH_INVARIANT) return DSV4_STATUS_SUCCESS;
+    return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "route = %d is not a dsv4_mhc_route_t (0 .. 3)", (int)route);
 }
 
 dsv4_status_t mhc_check_flag(const char *op, const char *what, int32_t v) {
@@ -45,14 +45,11 @@ dsv4_status_t mhc_check_gate_params(const char *op, const dsv4_mhc_gate_params_t
     return dsv4_check_range(op, "gate.sinkhorn_iters", g->sinkhorn_iters, 1, 100);
 }
 
-dsv4_status_t mhc_stride(const char *op, const char *what, int64_t stride, int64_t row, int64_t *out) {
-    if (stride == 0) {
-        *out = row;
-        return DSV4_STATUS_SUCCESS;
-    }
+dsv4_status_t mhc_stride(const char *op, const char *what, int64_t stride, int64_t tokens, int64_t row, int64_t *out) {
+    DSV4_TRY(dsv4_given_stride(op, what, stride, tokens, row, &stride));
     if (stride < row || stride > ((int64_t)1 << 40))
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is outside [%lld (the row), 2^40] (0 means %lld)",
-                         what, (long long)stride, (long long)row, (long long)row);
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "%s = %lld is outside [%lld (the row), 2^40]", what,
+                         (long long)stride, (long long)row);
     if (stride % 8 != 0)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "%s = %lld is not a multiple of 8 elements (16-byte rows)", what,
                          (long long)stride);

@@ -64,6 +64,7 @@ typedef struct mhc_pipe {
     int64_t col_src_stride;
     float *ws;             /* the workspace: tensor-core partials raw [S][T][24], sq [S][T], ss [S][T];
                   small-T records of tagged partials (gates_config.h) */
+    unsigned tag;          /* small-T: the tag of this call's partials (common/call_tag.h) */
     const uint16_t *fn_hl; /* tensor-core route: the bf16 hi / lo rows of fn the projection
                               pass reads, [48][K]: the call's fn_split (set up with the
                               inputs), or NULL and then the fn split's rows in the workspace
@@ -77,8 +78,8 @@ dsv4_status_t mhc_check_route(const char *op, int32_t route);
 dsv4_status_t mhc_check_flag(const char *op, const char *what, int32_t v);
 dsv4_status_t mhc_check_eps(const char *op, const char *what, float v);
 dsv4_status_t mhc_check_gate_params(const char *op, const dsv4_mhc_gate_params_t *g);
-/* 0 -> row; else >= row and a multiple of 8. */
-dsv4_status_t mhc_stride(const char *op, const char *what, int64_t stride, int64_t row, int64_t *out);
+/* A token stride: 0 only when tokens <= 1 (dsv4_given_stride), else >= row, a multiple of 8. */
+dsv4_status_t mhc_stride(const char *op, const char *what, int64_t stride, int64_t tokens, int64_t row, int64_t *out);
 /* Pointer checks of one call: NULL (when required), alignment (run calls only), and
  * the byte span of each tensor, so that every output can be checked disjoint from every
  * other tensor of the call. */

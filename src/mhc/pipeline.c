@@ -8,6 +8,7 @@
  */
 #include <stdint.h>
 
+#include "common/call_tag.h"
 #include "common/error.h"
 #include "mhc/gates_config.h"
 #include "mhc/mhc_host.h"
@@ -63,7 +64,10 @@ dsv4_status_t mhc_pipe_launch(const char *op, mhc_pipe_t *p, void *ws, size_t ws
     DSV4_TRY(dsv4_check_stream(op, stream));
     if (p->T == 0) return DSV4_STATUS_SUCCESS;
     p->ws = (float *)ws;
-    if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) return mhc_launch_small(p, stream);
+    if (p->plan.route == DSV4_MHC_ROUTE_SMALL_T) {
+        p->tag = dsv4_call_tag(p->post_out, ws, p->T, p->H);
+        return mhc_launch_small(p, stream);
+    }
     DSV4_TRY(mhc_check_tc_offsets(op, p));
     /* the projection pass's B operand: the caller's pre-split fn, or fn split into the workspace now */
     if (!p->fn_hl) {

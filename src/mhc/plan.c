@@ -43,7 +43,7 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
                              "threads); hidden = %lld does not tile, use AUTO or TENSOR_CORE",
                              MHC_SMALL_THREADS, MHC_SMALL_TILE_N, MHC_SMALL_THREADS, MHC_SMALL_THREADS, (long long)H);
         use_small = 1;
-    } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE) {
+    } else if (route == DSV4_MHC_ROUTE_TENSOR_CORE || route == DSV4_MHC_ROUTE_BATCH_INVARIANT) {
         use_small = 0;
     } else {
         use_small = mhc_small_tiles(H) && T <= MHC_SMALL_T_MAX_TOKENS;
@@ -61,7 +61,8 @@ dsv4_status_t mhc_plan_compute(const char *op, int64_t T, int64_t H, int32_t bro
         int64_t nchunks = H / MHC_TC_CHUNK_CHANNELS(broadcast);
         int64_t nblk = (T + MHC_TC_BM - 1) / MHC_TC_BM;
         pl->route = DSV4_MHC_ROUTE_TENSOR_CORE;
-        pl->splits = mhc_tc_splits(nchunks, nblk);
+        /* batch-invariant: S from H alone, the choice for one block (mhc.h) */
+        pl->splits = mhc_tc_splits(nchunks, route == DSV4_MHC_ROUTE_BATCH_INVARIANT ? 1 : nblk);
         pl->tile_n = 24;
         pl->threads = MHC_TC_THREADS;
         pl->tokens_per_cta = MHC_TC_BM;

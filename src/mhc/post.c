@@ -11,9 +11,9 @@ dsv4_status_t dsv4_mhc_post_check(const dsv4_mhc_post_desc_t *d) {
     DSV4_TRY(mhc_check_shape(op, d->tokens, d->hidden));
     const int64_t H = d->hidden;
     int64_t s;
-    DSV4_TRY(mhc_stride(op, "x_stride", d->x_stride, H, &s));
-    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &s));
-    return mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &s);
+    DSV4_TRY(mhc_stride(op, "x_stride", d->x_stride, d->tokens, H, &s));
+    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &s));
+    return mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &s);
 }
 
 dsv4_status_t dsv4_mhc_post_workspace_size(const dsv4_mhc_post_desc_t *d, size_t *bytes) {
@@ -32,9 +32,9 @@ static dsv4_status_t mhc_post_setup(const dsv4_mhc_post_desc_t *d, const dsv4_mh
     DSV4_TRY(dsv4_mhc_post_check(d));
     DSV4_TRY(dsv4_check_ptr(op, "args", a));
     const int64_t T = d->tokens, H = d->hidden;
-    mhc_stride(op, "x_stride", d->x_stride, H, &st->xs);
-    mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &st->rs);
-    mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &st->ros);
+    mhc_stride(op, "x_stride", d->x_stride, d->tokens, H, &st->xs);
+    mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &st->rs);
+    mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &st->ros);
     if (T == 0) return DSV4_STATUS_SUCCESS;
     mhc_args_check_t c = {op, run, 0, {{0}}};
     DSV4_TRY(mhc_arg_rows(&c, "x", a->x, 1, T, st->xs, H, 0));

@@ -43,7 +43,7 @@ static dsv4_status_t mhc_launch_post_sq(const dsv4_mhc_post_args_t *a, int64_t T
     static const char *op = "mhc_post";
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_post_kernel<SQ>, 0, &smem_cache));
-    mhc_post_kernel<SQ><<<(unsigned)T, MHC_POST_THREADS, 0, s>>>(*a, H, xs, rs, ros);
+    dsv4_launch(mhc_post_kernel<SQ>, (unsigned)T, MHC_POST_THREADS, 0, s, *a, H, xs, rs, ros);
     return dsv4_launch_status(op);
 }
 

@@ -20,10 +20,11 @@ dsv4_status_t dsv4_mhc_pre_check(const dsv4_mhc_pre_desc_t *d) {
     DSV4_TRY(mhc_check_eps(op, "norm_eps", d->norm_eps));
     const int64_t H = d->hidden;
     int64_t s;
-    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->broadcast ? H : 4 * H, &s));
-    DSV4_TRY(mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &s));
-    DSV4_TRY(mhc_stride(op, "layer_input_stride", d->layer_input_stride, H, &s));
-    DSV4_TRY(mhc_stride(op, "aux_stride", d->aux_stride, H, &s));
+    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, d->broadcast ? H : 4 * H, &s));
+    if (d->broadcast) /* the field of the broadcast call's residual_out only */
+        DSV4_TRY(mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &s));
+    DSV4_TRY(mhc_stride(op, "layer_input_stride", d->layer_input_stride, d->tokens, H, &s));
+    DSV4_TRY(mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &s));
     dsv4_mhc_plan_t pl;
     return mhc_plan_compute(op, d->tokens, H, d->broadcast, d->route, &pl);
 }
@@ -60,10 +61,11 @@ static dsv4_status_t mhc_pre_setup(const dsv4_mhc_pre_desc_t *d, const dsv4_mhc_
     p->rms_numel = bc ? H : 4 * H;
     p->gate = d->gate;
     p->norm_eps = d->norm_eps;
-    mhc_stride(op, "residual_stride", d->residual_stride, bc ? H : 4 * H, &p->res_stride);
-    mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &p->res_out_stride);
-    mhc_stride(op, "layer_input_stride", d->layer_input_stride, H, &p->li_stride);
-    mhc_stride(op, "aux_stride", d->aux_stride, H, &p->aux_stride);
+    mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, bc ? H : 4 * H, &p->res_stride);
+    p->res_out_stride = 4 * H;
+    if (bc) mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &p->res_out_stride);
+    mhc_stride(op, "layer_input_stride", d->layer_input_stride, d->tokens, H, &p->li_stride);
+    mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &p->aux_stride);
     p->res = a->residual;
     p->pre_mix = a->pre_mix;
     p->fn = a->fn;

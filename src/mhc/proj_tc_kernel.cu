@@ -427,7 +427,7 @@ template <int PROD, int MODE> static dsv4_status_t mhc_launch_proj_tc_mode(const
     static int smem_cache;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_proj_tc_kernel<PROD, MODE>, 0, &smem_cache));
     dim3 grid((unsigned)((p->T + BM - 1) / BM), (unsigned)p->plan.splits);
-    mhc_proj_tc_kernel<PROD, MODE><<<grid, MHC_TC_THREADS, 0, s>>>(*p);
+    dsv4_launch(mhc_proj_tc_kernel<PROD, MODE>, grid, MHC_TC_THREADS, 0, s, *p);
     return dsv4_launch_status(op);
 }
 
@@ -458,7 +458,7 @@ extern "C" dsv4_status_t mhc_launch_fn_split(const float *fn, uint16_t *hl, int6
     const uint32_t k = (uint32_t)K;
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)mhc_fn_split_kernel, 0, &smem_cache));
     const uint32_t ctas = (6 * k + 256 * MHC_FN_SPLIT_VECS - 1) / (256 * MHC_FN_SPLIT_VECS);
-    mhc_fn_split_kernel<<<ctas, 256, 0, (cudaStream_t)stream>>>(fn, hl, k);
+    dsv4_launch(mhc_fn_split_kernel, ctas, 256, 0, (cudaStream_t)stream, fn, hl, k);
     return dsv4_launch_status(op);
 }
 

@@ -19,11 +19,11 @@ dsv4_status_t dsv4_mhc_seam_check(const dsv4_mhc_seam_desc_t *d) {
     DSV4_TRY(mhc_check_eps(op, "norm_eps", d->norm_eps));
     const int64_t H = d->hidden;
     int64_t s;
-    DSV4_TRY(mhc_stride(op, "x_stride", d->x_stride, H, &s));
-    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &s));
-    DSV4_TRY(mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &s));
-    DSV4_TRY(mhc_stride(op, "layer_input_stride", d->layer_input_stride, H, &s));
-    DSV4_TRY(mhc_stride(op, "aux_stride", d->aux_stride, H, &s));
+    DSV4_TRY(mhc_stride(op, "x_stride", d->x_stride, d->tokens, H, &s));
+    DSV4_TRY(mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &s));
+    DSV4_TRY(mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &s));
+    DSV4_TRY(mhc_stride(op, "layer_input_stride", d->layer_input_stride, d->tokens, H, &s));
+    DSV4_TRY(mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &s));
     dsv4_mhc_plan_t pl;
     return mhc_plan_compute(op, d->tokens, H, 0, d->route, &pl);
 }
@@ -57,11 +57,11 @@ static dsv4_status_t mhc_seam_setup(const dsv4_mhc_seam_desc_t *d, const dsv4_mh
     p->rms_numel = 4 * H;
     p->gate = d->gate;
     p->norm_eps = d->norm_eps;
-    mhc_stride(op, "x_stride", d->x_stride, H, &p->x_stride);
-    mhc_stride(op, "residual_stride", d->residual_stride, 4 * H, &p->res_stride);
-    mhc_stride(op, "residual_out_stride", d->residual_out_stride, 4 * H, &p->res_out_stride);
-    mhc_stride(op, "layer_input_stride", d->layer_input_stride, H, &p->li_stride);
-    mhc_stride(op, "aux_stride", d->aux_stride, H, &p->aux_stride);
+    mhc_stride(op, "x_stride", d->x_stride, d->tokens, H, &p->x_stride);
+    mhc_stride(op, "residual_stride", d->residual_stride, d->tokens, 4 * H, &p->res_stride);
+    mhc_stride(op, "residual_out_stride", d->residual_out_stride, d->tokens, 4 * H, &p->res_out_stride);
+    mhc_stride(op, "layer_input_stride", d->layer_input_stride, d->tokens, H, &p->li_stride);
+    mhc_stride(op, "aux_stride", d->aux_stride, d->tokens, H, &p->aux_stride);
     p->x = a->x;
     p->res = a->residual;
     p->post_in = a->post;

@@ -149,7 +149,7 @@ __device__ __forceinline__ void mhc_small_proj(const mhc_pipe_t &p, int64_t b, m
             float v = sm.red[0][tb][q];
 #pragma unroll
             for (int w = 1; w < NW; ++w) v = __fadd_rn(v, sm.red[w][tb][q]);
-            dsv4_tagged_store(mhc_small_rec(p, t, nt, ks) + q, v);
+            dsv4_tagged_store(mhc_small_rec(p, t, nt, ks) + q, v, p.tag);
         }
     }
 }
@@ -185,12 +185,18 @@ __device__ __forceinline__ void mhc_small_wait_stage(const mhc_pipe_t &p, int64_
         unsigned long long *rec = mhc_small_rec(p, t, nt, ks);
         unsigned long long x[TN + 1];
         bool all;
+        unsigned looks = 0;
         do {
 #pragma unroll
             for (int q = 0; q < TN + 1; ++q) x[q] = q < nw ? dsv4_tagged_look(rec + q) : 0ull;
             all = true;
 #pragma unroll
-            for (int q = 0; q < TN + 1; ++q) all = all && (q >= nw || dsv4_tagged_is_set(x[q]));
+            for (int q = 0; q < TN + 1; ++q) all = all && (q >= nw || dsv4_tagged_is_set(x[q], p.tag));
+            if (!all && ++looks == DSV4_GRID_WAIT_POLLS) { /* lost (mhc.h): NaN partials, NaN gates */
+#pragma unroll
+                for (int q = 0; q < TN + 1; ++q) x[q] = 0x7FFFFFFFull;
+                all = true;
+            }
         } while (!all);
 #pragma unroll
         for (int q = 0; q < TN; ++q) sm.part[ks][nt * TN + q] = dsv4_tagged_value(x[q]);
@@ -252,7 +258,7 @@ template <int PROD, int TPC> static dsv4_status_t mhc_launch_small_tpc(const mhc
     DSV4_TRY(dsv4_launch_prepare(op, k, dyn, &smem_cache));
     const int64_t P = (p->T + TPC - 1) / TPC * NTILES * p->plan.splits;
     const int64_t ctas = P + (p->epi == MHC_EPI_DELAYED ? 2 : 1) * p->T;
-    mhc_small_kernel<PROD, TPC><<<(unsigned)ctas, MHC_SMALL_THREADS, dyn, s>>>(*p);
+    dsv4_launch(mhc_small_kernel<PROD, TPC>, (unsigned)ctas, MHC_SMALL_THREADS, dyn, s, *p);
     return dsv4_launch_status(op);
 }
 

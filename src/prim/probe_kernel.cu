@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(DSV4_PROBE_MMA_WARPS * 32) dsv4_probe_mma_kern
 
 extern "C" dsv4_status_t dsv4_probe_empty(dsv4_stream_t stream) {
     DSV4_TRY(dsv4_check_stream("probe_empty", stream));
-    dsv4_probe_empty_kernel<<<1, 32, 0, (cudaStream_t)stream>>>();
+    dsv4_launch(dsv4_probe_empty_kernel, 1, 32, 0, (cudaStream_t)stream);
     return dsv4_launch_status("probe_empty");
 }
 
@@ -62,7 +62,7 @@ extern "C" dsv4_status_t dsv4_probe_read(const void *buf, size_t bytes, int bloc
     DSV4_TRY(dsv4_check_stream(op, stream));
     if ((uintptr_t)buf % 16 || bytes % 16)
         return dsv4_fail(DSV4_STATUS_MISALIGNED, op, "buf and bytes must be multiples of 16");
-    dsv4_probe_read_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>((const uint4 *)buf, bytes / 16, sink);
+    dsv4_launch(dsv4_probe_read_kernel, blocks, 256, 0, (cudaStream_t)stream, (const uint4 *)buf, bytes / 16, sink);
     return dsv4_launch_status(op);
 }
 
@@ -76,6 +76,6 @@ extern "C" dsv4_status_t dsv4_probe_mma_bf16(int blocks, int iters, float *sink,
     DSV4_TRY(dsv4_check_range(op, "iters", iters, 1, 1 << 24));
     DSV4_TRY(dsv4_check_ptr(op, "sink", sink));
     DSV4_TRY(dsv4_check_stream(op, stream));
-    dsv4_probe_mma_kernel<<<blocks, DSV4_PROBE_MMA_WARPS * 32, 0, (cudaStream_t)stream>>>(iters, sink);
+    dsv4_launch(dsv4_probe_mma_kernel, blocks, DSV4_PROBE_MMA_WARPS * 32, 0, (cudaStream_t)stream, iters, sink);
     return dsv4_launch_status(op);
 }

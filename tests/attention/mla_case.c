@@ -167,7 +167,9 @@ void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t 
     dsv4_sparse_mla_decode_desc_t *desc = &d->desc;
     desc->num_tokens = c->T;
     desc->num_heads = c->H;
+    MLA_DENSE_QO(desc);
     desc->main.width = c->main_width;
+    desc->main.stride = c->main_width;
     desc->main.cache.page_tokens = c->main_P;
     desc->main.cache.page_stride_bytes = c->main_P * 584 + ((c->main_P * 584) % 16 ? 8 : 0) + c->stride_pad;
     desc->main.cache.num_pages = c->main_pages;
@@ -180,6 +182,7 @@ void mla_decode_make(th_rng_t *r, const mla_decode_case_t *c, mla_decode_data_t 
     if (c->extra_width > 0) {
         desc->has_extra = 1;
         desc->extra.width = c->extra_width;
+        desc->extra.stride = c->extra_width;
         desc->extra.cache.page_tokens = c->extra_P;
         desc->extra.cache.page_stride_bytes = c->extra_P * 584 + ((c->extra_P * 584) % 16 ? 8 : 0) + c->stride_pad;
         desc->extra.cache.num_pages = c->extra_pages;
@@ -235,9 +238,11 @@ void mla_prefill_make(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data
     desc->num_tokens = c->T;
     desc->num_heads = c->H;
     desc->kv_rows = c->kv_rows;
-    desc->kv_stride = c->kv_stride;
+    MLA_DENSE_QO(desc);
+    const int64_t ks = c->kv_stride ? c->kv_stride : 512; /* a case's 0: dense */
+    desc->kv_stride = ks;
     desc->width = c->width;
-    const int64_t ks = c->kv_stride ? c->kv_stride : 512;
+    desc->ids_stride = c->width;
     d->kv = xcalloc((size_t)(c->kv_rows > 0 ? c->kv_rows : 1) * ks, sizeof(uint16_t));
     th_fill_bf16_normal(r, d->kv, (size_t)(c->kv_rows > 0 ? c->kv_rows : 1) * ks, c->kv_scale);
     for (int64_t i = 0; i < (int64_t)c->kv_rows * ks; ++i) {
@@ -269,6 +274,38 @@ dsv4_sparse_mla_prefill_args_t mla_prefill_host_args(const mla_prefill_data_t *d
     a.lens = d->lens;
     a.sink = d->sink;
     return a;
+}
+
+static int first_valid(const int32_t *ids, const int32_t *lens, int width, int t, int64_t valid) {
+    const int len = lens[t] < 0 ? 0 : (lens[t] > width ? width : lens[t]);
+    for (int j = 0; j < len; ++j)
+        if (ids[(size_t)t * width + j] >= 0 && ids[(size_t)t * width + j] < valid) return ids[(size_t)t * width + j];
+    return -1;
+}
+
+int mla_lists_id(const int32_t *ids, const int32_t *lens, int width, int t, int64_t valid, int id) {
+    const int len = lens[t] < 0 ? 0 : (lens[t] > width ? width : lens[t]);
+    for (int j = 0; j < len; ++j)
+        if (ids[(size_t)t * width + j] == id && id >= 0 && id < valid) return 1;
+    return 0;
+}
+
+int mla_decode_poison(mla_decode_data_t *d, int t0, int h0, int t1) {
+    d->q[((size_t)t0 * d->c.H + h0) * 512 + 7] = 0x7FC0;
+    const int64_t P = d->c.main_P, stride = d->desc.main.cache.page_stride_bytes;
+    const int id = first_valid(d->main_ids, d->main_lens, d->c.main_width, t1, P * d->c.main_pages);
+    if (id < 0) return -1;
+    uint8_t *rope = d->main_cache + id / P * stride + id % P * 576 + 448; /* dim 448: bf16 +inf */
+    rope[0] = 0x80, rope[1] = 0x7F;
+    return id;
+}
+
+int mla_prefill_poison(mla_prefill_data_t *d, int t0, int h0, int t1) {
+    d->q[((size_t)t0 * d->c.H + h0) * 512 + 7] = 0x7FC0;
+    const int id = first_valid(d->ids, d->lens, d->c.width, t1, d->c.kv_rows);
+    if (id < 0) return -1;
+    d->kv[(size_t)id * d->desc.kv_stride + 448] = 0x7F80;
+    return id;
 }
 
 const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t n) {

@@ -13,6 +13,11 @@
 #include "harness.h"
 #include "model_cases.h"
 
+/* Dense q and out ([T, H, 512] rows): strides have no default. */
+#define MLA_DENSE_QO(d)                                                                                                \
+    ((d)->q_stride_token = (d)->num_heads * 512, (d)->q_stride_head = 512,                                             \
+     (d)->out_stride_token = (d)->num_heads * 512, (d)->out_stride_head = 512)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -80,6 +85,14 @@ void mla_prefill_make(th_rng_t *r, const mla_prefill_case_t *c, mla_prefill_data
 void mla_prefill_free(mla_prefill_data_t *d);
 dsv4_sparse_mla_prefill_args_t mla_prefill_host_args(const mla_prefill_data_t *d);
 const char *mla_prefill_case_str(const mla_prefill_case_t *c, char *buf, size_t n);
+
+/* NaN and Inf inputs: q[t0, h0, 7] = NaN, and +inf at dim 448 of the first valid row that
+ * token t1 lists (decode: its main-cache record's RoPE value; prefill: its kv row). Returns
+ * that row's id, or -1 when t1 lists none. max_abs_k keeps its finite value. */
+int mla_decode_poison(mla_decode_data_t *d, int t0, int h0, int t1);
+int mla_prefill_poison(mla_prefill_data_t *d, int t0, int h0, int t1);
+/* 1 when token t lists row `id` among its valid entries. */
+int mla_lists_id(const int32_t *ids, const int32_t *lens, int width, int t, int64_t valid, int id);
 
 /* Random ids for a [T, width] list over `valid` rows/slots: -1 padding past lens,
  * sprinkled -1, out-of-range ids (>= valid, or negative) and, with dups, repeats. */

@@ -20,5 +20,8 @@ void test_gpu_prefill_large_t(th_ctx_t *t);
 void test_gpu_prefill_out_strides(th_ctx_t *t);
 void test_gpu_model_shapes(th_ctx_t *t);
 void test_gpu_determinism(th_ctx_t *t);
+void test_gpu_nan_inf(th_ctx_t *t);
+void test_gpu_batch_invariant(th_ctx_t *t);
+void test_gpu_workspace_flags(th_ctx_t *t);
 
 #endif

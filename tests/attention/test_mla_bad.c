@@ -93,9 +93,9 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 2: c->d.kv_rows = -1, *field = "kv_rows"; return 1;
     case 3: c->d.kv_stride = 500, *field = "kv_stride"; return 1;
     case 4: c->d.kv_stride = 516, *want = DSV4_STATUS_MISALIGNED, *field = "kv_stride"; return 1;
-    case 5: c->d.width = 0, *field = "ids.width"; return 1;
-    case 6: c->d.width = -640, *field = "ids.width"; return 1;
-    case 7: c->d.ids_stride = 100, *field = "ids.stride"; return 1;
+    case 5: c->d.width = 0, *field = "width"; return 1;
+    case 6: c->d.width = -640, *field = "width"; return 1;
+    case 7: c->d.ids_stride = 100, *field = "ids_stride"; return 1;
     case 8: c->d.q_stride_head = 8, *field = "q_stride_head"; return 1;
     case 9: c->d.config = -1, *field = "config"; return 1;
     case 10: UNSUPPORTED_CONFIG(16, DSV4_MLA_CONFIG_H32W8); return 1;
@@ -114,7 +114,8 @@ static int pre_mutate(int i, pre_call_t *c, dsv4_status_t *want, const char **fi
     case 23: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_WS64); return 1;
     case 24: UNSUPPORTED_CONFIG(64, DSV4_MLA_CONFIG_H16W8); return 1;
     case 25: /* 8 head groups of 2^31 - 1 tokens: more CTAs than a launch takes */
-        c->d.num_tokens = INT32_MAX, c->d.num_heads = 128, c->d.config = DSV4_MLA_CONFIG_H16W4, *field = "num_tokens";
+        c->d.num_tokens = INT32_MAX, c->d.num_heads = 128, MLA_DENSE_QO(&c->d), c->d.config = DSV4_MLA_CONFIG_H16W4;
+        *field = "num_tokens";
         return 1;
     default: return 0;
     }
@@ -127,12 +128,15 @@ static dec_call_t dec_valid(void *q, void *out, void *cache, void *ids, void *le
     memset(&c, 0, sizeof c);
     c.d.num_tokens = 4;
     c.d.num_heads = 64;
+    MLA_DENSE_QO(&c.d);
     c.d.main.width = 128;
+    c.d.main.stride = 128;
     c.d.main.cache.page_tokens = 32;
     c.d.main.cache.page_stride_bytes = 19008;
     c.d.main.cache.num_pages = 2;
     c.d.has_extra = 1;
     c.d.extra.width = 128;
+    c.d.extra.stride = 128;
     c.d.extra.cache = c.d.main.cache;
     c.d.num_splits = 2;
     c.d.sm_count = 132;
@@ -153,8 +157,11 @@ static pre_call_t pre_valid(void *q, void *out, void *kv, void *ids, void *lens,
     memset(&c, 0, sizeof c);
     c.d.num_tokens = 4;
     c.d.num_heads = 64;
+    MLA_DENSE_QO(&c.d);
     c.d.kv_rows = 64;
+    c.d.kv_stride = 512;
     c.d.width = 128;
+    c.d.ids_stride = 128;
     c.a.q = q;
     c.a.kv = kv;
     c.a.ids = ids;

@@ -32,8 +32,11 @@ static void tiny_run(th_ctx_t *t, tiny_t *x, int nids, const int32_t *ids, int l
     memset(&d, 0, sizeof d);
     d.num_tokens = 1;
     d.num_heads = 16;
+    MLA_DENSE_QO(&d);
     d.kv_rows = 4;
+    d.kv_stride = 512;
     d.width = nids;
+    d.ids_stride = nids;
     memset(x->q, 0, sizeof x->q);
     for (int k = 0; k < 4; ++k)
         for (int i = 0; i < 512; ++i) x->kv[k * 512 + i] = dsv4_f32_to_bf16((float)(1 << k));
@@ -146,8 +149,11 @@ static void decode_vs_prefill(th_ctx_t *t, const mla_decode_case_t *c) {
     memset(&pd, 0, sizeof pd);
     pd.num_tokens = T;
     pd.num_heads = H;
+    MLA_DENSE_QO(&pd);
     pd.kv_rows = Sm + Se;
+    pd.kv_stride = 512;
     pd.width = C;
+    pd.ids_stride = C;
     dsv4_sparse_mla_prefill_args_t pa = {d.q, kv, ids, lens, d.sink, out_p, ref_p, lse_p};
     TH_OK(t, dsv4_sparse_mla_prefill_ref(&pd, &pa));
     /* Same rows, same order, same fp64 arithmetic: identical bits. */
@@ -210,20 +216,126 @@ static void test_ref_scale(th_ctx_t *t) {
     mla_prefill_free(&d);
 }
 
+/* NaN in, NaN out (attention.h, NaN and Inf): a NaN in q turns its (token, head) row into
+ * NaN, out and ref_out alike, and a +inf in a key row listed by a token gives that token
+ * NaN in every head (all of the row for a +inf or NaN score, the touched dims for -inf);
+ * the other rows stay finite. Both references. */
+static int row_nans(const uint16_t *o, const double *ref, size_t row) {
+    int n = 0;
+    for (int d = 0; d < 512; ++d) {
+        const int a = isnan(dsv4_bf16_to_f32(o[row * 512 + d])), b = isnan(ref[row * 512 + d]);
+        if (a != b) return -1;
+        n += a;
+    }
+    return n;
+}
+static void check_nan_rows(th_ctx_t *t, const char *what, const uint16_t *out, const double *ref, const double *lse,
+                           int T, int H, int t0, int h0, const int *lists_inf) {
+    for (int tk = 0; tk < T; ++tk)
+        for (int h = 0; h < H; ++h) {
+            const size_t row = (size_t)tk * H + h;
+            const int n = row_nans(out, ref, row);
+            TH_CHECK(t, n >= 0, "%s: token %d head %d: out and ref_out disagree on NaN positions", what, tk, h);
+            if (tk == t0 && h == h0) {
+                TH_CHECK(t, n == 512 && isnan(lse[row]), "%s: NaN q at token %d head %d: %d NaN of 512, lse %g", what,
+                         tk, h, n, lse[row]);
+            } else if (lists_inf[tk]) {
+                TH_CHECK(t, n > 0 && (n == 512) == isnan(lse[row]), "%s: +inf key of token %d, head %d: %d NaN, lse %g",
+                         what, tk, h, n, lse[row]);
+            } else {
+                TH_CHECK(t, n == 0 && !isnan(lse[row]), "%s: token %d head %d has %d NaN", what, tk, h, n);
+            }
+        }
+}
+
+static void test_ref_nan_inf(th_ctx_t *t) {
+    const int T = 3, H = 16, t0 = 0, h0 = 5, t1 = 2;
+    const size_t n = (size_t)T * H * 512;
+    uint16_t *out = malloc(n * 2);
+    double *ref = malloc(n * sizeof(double)), *lse = malloc((size_t)T * H * sizeof(double));
+    int bad[3];
+    mla_decode_case_t dc = mla_decode_model_case(T, H, 4, 8, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), &dc, &d);
+    int id = mla_decode_poison(&d, t0, h0, t1);
+    TH_CHECK(t, id >= 0, "decode: token %d lists no valid row", t1);
+    for (int k = 0; k < T; ++k)
+        bad[k] = mla_lists_id(d.main_ids, d.main_lens, dc.main_width, k, (int64_t)dc.main_P * dc.main_pages, id);
+    dsv4_sparse_mla_decode_args_t da = mla_decode_host_args(&d);
+    da.out = out, da.ref_out = ref, da.ref_lse = lse;
+    TH_OK(t, dsv4_sparse_mla_decode_ref(&d.desc, &da));
+    check_nan_rows(t, "decode", out, ref, lse, T, H, t0, h0, bad);
+    mla_decode_free(&d);
+
+    const mla_prefill_case_t pc = {T, H, 64, 200, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    mla_prefill_data_t p;
+    mla_prefill_make(th_rng(t), &pc, &p);
+    id = mla_prefill_poison(&p, t0, h0, t1);
+    TH_CHECK(t, id >= 0, "prefill: token %d lists no valid row", t1);
+    for (int k = 0; k < T; ++k) bad[k] = mla_lists_id(p.ids, p.lens, pc.width, k, pc.kv_rows, id);
+    dsv4_sparse_mla_prefill_args_t pa = mla_prefill_host_args(&p);
+    pa.out = out, pa.ref_out = ref, pa.ref_lse = lse;
+    TH_OK(t, dsv4_sparse_mla_prefill_ref(&p.desc, &pa));
+    check_nan_rows(t, "prefill", out, ref, lse, T, H, t0, h0, bad);
+    mla_prefill_free(&p);
+    free(out), free(ref), free(lse);
+}
+
 /* ---- host planning ------------------------------------------------------------------ */
+
+/* Batch-invariant mode: config and split count of a batch of any size on any SM count
+ * equal those of the request alone; the auto policy without the mode does depend on the
+ * batch (so the mode is needed). An explicit num_splits is kept. */
+static dsv4_sparse_mla_decode_desc_t plan_desc(int T, int H, int main_w, int extra_w);
+static void test_plan_batch_invariant(th_ctx_t *t) {
+    static const int Ts[] = {1, 2, 5, 8, 9, 16, 64, 300, 4096};
+    static const int64_t sms[] = {20, 108, 132};
+    static const int Hs[] = {16, 64, 128};
+    for (int hi = 0; hi < TH_COUNT(Hs); ++hi) {
+        dsv4_sparse_mla_decode_desc_t d = plan_desc(1, Hs[hi], 128, 512);
+        d.batch_invariant = 1, d.sm_count = 108;
+        dsv4_sparse_mla_plan_t alone, p;
+        TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &alone));
+        int differs = 0;
+        for (int ti = 0; ti < TH_COUNT(Ts); ++ti)
+            for (int si = 0; si < TH_COUNT(sms); ++si) {
+                d = plan_desc(Ts[ti], Hs[hi], 128, 512);
+                d.sm_count = sms[si];
+                TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &p));
+                differs |= p.config != alone.config || p.num_splits != alone.num_splits;
+                d.batch_invariant = 1;
+                TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &p));
+                TH_CHECK(t, p.config == alone.config && p.num_splits == alone.num_splits && p.num_splits == 1,
+                         "H=%d T=%d sm=%lld: config %lld S %lld, alone config %lld S %lld", Hs[hi], Ts[ti],
+                         (long long)sms[si], (long long)p.config, (long long)p.num_splits, (long long)alone.config,
+                         (long long)alone.num_splits);
+                d.num_splits = 3;
+                TH_OK(t, dsv4_sparse_mla_decode_plan(&d, &p));
+                TH_CHECK(t, p.num_splits == 3 && p.config == alone.config, "explicit S=3: S %lld config %lld",
+                         (long long)p.num_splits, (long long)p.config);
+            }
+        TH_CHECK(t, differs, "H=%d: the auto plan never depends on the batch here; the test cannot fail", Hs[hi]);
+    }
+    dsv4_sparse_mla_decode_desc_t d = plan_desc(4, 64, 128, 512);
+    d.batch_invariant = 2;
+    TH_EXPECT_STATUS(t, dsv4_sparse_mla_decode_check(&d), DSV4_STATUS_INVALID_VALUE);
+}
 
 static dsv4_sparse_mla_decode_desc_t plan_desc(int T, int H, int main_w, int extra_w) {
     dsv4_sparse_mla_decode_desc_t d;
     memset(&d, 0, sizeof d);
     d.num_tokens = T;
     d.num_heads = H;
+    MLA_DENSE_QO(&d);
     d.main.width = main_w;
+    d.main.stride = main_w;
     d.main.cache.page_tokens = MC_SWA_PAGE_TOKENS;
     d.main.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_SWA_PAGE_TOKENS);
     d.main.cache.num_pages = 100;
     if (extra_w) {
         d.has_extra = 1;
         d.extra.width = extra_w;
+        d.extra.stride = extra_w;
         d.extra.cache.page_tokens = MC_V4_PAGE_TOKENS;
         d.extra.cache.page_stride_bytes = MC_PAGE_STRIDE(MC_V4_PAGE_TOKENS);
         d.extra.cache.num_pages = 2048;
@@ -323,8 +435,11 @@ static void test_plan(th_ctx_t *t) {
     memset(&pd, 0, sizeof pd);
     pd.num_tokens = 4096;
     pd.num_heads = 64;
+    MLA_DENSE_QO(&pd);
     pd.kv_rows = 1000;
+    pd.kv_stride = 512;
     pd.width = 640;
+    pd.ids_stride = 640;
     dsv4_sparse_mla_plan_t p;
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
     TH_CHECK(t,
@@ -333,6 +448,7 @@ static void test_plan(th_ctx_t *t) {
              "prefill plan: config %lld hpc %lld warps %lld ctas %lld", (long long)p.config, (long long)p.heads_per_cta,
              (long long)p.warps, (long long)p.ctas);
     pd.num_heads = 16;
+    MLA_DENSE_QO(&pd);
     TH_OK(t, dsv4_sparse_mla_prefill_plan(&pd, &p));
     TH_CHECK(t, p.config == DSV4_MLA_CONFIG_H16W4 && p.heads_per_cta == 16, "prefill H=16: config %lld",
              (long long)p.config);
@@ -388,7 +504,12 @@ static const th_test_t tests[] = {
     {"attention.ref_known_answers", test_ref_known_answers, TH_CPU},
     {"attention.ref_decode_equals_prefill", test_ref_decode_equals_prefill, TH_CPU},
     {"attention.ref_scale", test_ref_scale, TH_CPU},
+    {"attention.ref_nan_inf", test_ref_nan_inf, TH_CPU},
+    {"attention.gpu_nan_inf", test_gpu_nan_inf, TH_GPU},
     {"attention.plan", test_plan, TH_CPU},
+    {"attention.plan_batch_invariant", test_plan_batch_invariant, TH_CPU},
+    {"attention.gpu_batch_invariant", test_gpu_batch_invariant, TH_GPU},
+    {"attention.gpu_workspace_flags", test_gpu_workspace_flags, TH_GPU},
     {"attention.page_magic", test_page_magic, TH_CPU},
     {"attention.bad_input_decode", test_bad_input_decode, TH_CPU},
     {"attention.bad_input_prefill", test_bad_input_prefill, TH_CPU},

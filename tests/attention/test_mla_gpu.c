@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "attention/sparse_mla_config.h"
 #include "dsv4/numerics.h"
 #include "mla_case.h"
@@ -32,12 +34,16 @@ static int racecheck_skips(int planned_config) {
     return 1;
 }
 
+/* Set by test_gpu_nan_inf: the cases get a NaN in q and a +inf key (mla_decode_poison). */
+static int poison_inputs;
+
 /* One decode case under each option set, all checked against one reference. */
 static void decode_case(th_ctx_t *t, const mla_decode_case_t *c, const run_opts_t *opts, int nopts, int sample) {
     char cs[320], what[400];
     mla_decode_case_str(c, cs, sizeof cs);
     mla_decode_data_t d;
     mla_decode_make(th_rng(t), c, &d);
+    if (poison_inputs) mla_decode_poison(&d, 0, 1, c->T - 1);
     const size_t n = (size_t)c->T * c->H * 512;
     double *ref = calloc(n, sizeof(double));
     int *tok = malloc(sizeof(int) * (size_t)c->T), ntok = c->T;
@@ -289,6 +295,7 @@ static void prefill_case(th_ctx_t *t, const mla_prefill_case_t *c, const int *co
     mla_prefill_case_str(c, cs, sizeof cs);
     mla_prefill_data_t d;
     mla_prefill_make(th_rng(t), c, &d);
+    if (poison_inputs) mla_prefill_poison(&d, 0, 1, c->T - 1);
     const size_t n = (size_t)c->T * c->H * 512;
     double *ref = calloc(n, sizeof(double));
     int *tok = malloc(sizeof(int) * (size_t)c->T), ntok = c->T;
@@ -513,4 +520,122 @@ void test_gpu_determinism(th_ctx_t *t) {
     mla_prefill_dev_free(&pg);
     mla_prefill_free(&pd);
     free(a), free(b);
+}
+
+/* NaN in, NaN out (attention.h, NaN and Inf): a NaN in q and a +inf key row, through every
+ * config, split count and merge route, NaN positions equal to the reference's. */
+void test_gpu_nan_inf(th_ctx_t *t) {
+    static const run_opts_t opts[] = {{DSV4_MLA_CONFIG_AUTO, 0, 0},  {DSV4_MLA_CONFIG_AUTO, 4, 0},
+                                      {DSV4_MLA_CONFIG_AUTO, 4, 1},  {DSV4_MLA_CONFIG_H16W4, 1, 0},
+                                      {DSV4_MLA_CONFIG_H32W8, 8, 1}, {DSV4_MLA_CONFIG_WS64, 2, 0}};
+    poison_inputs = 1;
+    const mla_decode_case_t dc = mla_decode_model_case(9, 64, 40, 80, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
+    decode_case(t, &dc, opts, TH_COUNT(opts), 0);
+    const mla_prefill_case_t pc = {7, 64, 640, 3000, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
+    prefill_case(t, &pc, prefill_configs, TH_COUNT(prefill_configs), 0, NULL);
+    poison_inputs = 0;
+}
+
+/* Batch-invariant mode: row r of a 37-token batch and the same request alone (its q, id
+ * lists and lens as a one-token call) give identical output bits. */
+void test_gpu_batch_invariant(th_ctx_t *t) {
+    const int T = 37, H = 64, r = 5;
+    const mla_decode_case_t c = mla_decode_model_case(T, H, 40, 80, MLA_LENS_RANDOM, MLA_SINK_FINITE, 0);
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), &c, &d);
+    mla_decode_dev_t g;
+    mla_decode_upload(&d, &g);
+    const size_t row = (size_t)H * 512;
+    uint16_t *batch = malloc((size_t)T * row * 2), *alone = malloc(row * 2);
+    dsv4_sparse_mla_decode_desc_t desc = d.desc;
+    desc.batch_invariant = 1;
+    if (mla_decode_gpu(t, &d, &g, &desc, batch, NULL, NULL)) {
+        dsv4_sparse_mla_decode_desc_t one = desc;
+        one.num_tokens = 1;
+        dsv4_sparse_mla_decode_args_t a = g.args;
+        a.q = (const uint16_t *)a.q + (size_t)r * row;
+        a.main_ids += (size_t)r * c.main_width, a.main_lens += r;
+        if (desc.has_extra) a.extra_ids += (size_t)r * c.extra_width, a.extra_lens += r;
+        th_buf_t ob = th_buf_device(row * 2);
+        th_buf_poison(&ob, 0xFF);
+        a.out = th_ptr(&ob);
+        size_t need = 0;
+        TH_OK(t, dsv4_sparse_mla_decode_workspace_size(&one, &need));
+        th_buf_t ws = th_buf_device(need ? need : 16);
+        void *s = th_stream_create(t);
+        TH_OK(t, dsv4_sparse_mla_decode(&one, &a, need ? th_ptr(&ws) : NULL, need, DSV4_STREAM(s)));
+        th_stream_sync_destroy(t, s);
+        th_buf_download(&ob, alone);
+        size_t bad = 0;
+        for (size_t i = 0; i < row; ++i) bad += alone[i] != batch[(size_t)r * row + i];
+        TH_CHECK(t, bad == 0, "token %d alone and in a batch of %d: %zu of %zu elements differ", r, T, bad, row);
+        th_buf_free(&ob), th_buf_free(&ws);
+    }
+    free(batch), free(alone);
+    mla_decode_dev_free(&g);
+    mla_decode_free(&d);
+}
+
+/* Workspace flags (attention.h, Merge): merge CTAs in the launch (merge = 2) must take only
+ * their own call's flags. (a) A workspace whose every word holds the flag value of earlier
+ * builds (0x7FC04D48) gives the same bits as a clean one: no merge reads early. (b) Two
+ * calls in flight at once on two streams sharing the workspace (a caller error) both
+ * finish: no merge waits for ever. (c) Two streams ordered by an event share it safely. */
+static dsv4_status_t decode_on(const dsv4_sparse_mla_decode_desc_t *desc, const dsv4_sparse_mla_decode_args_t *a,
+                               th_buf_t *ws, size_t need, void *stream) {
+    return dsv4_sparse_mla_decode(desc, a, th_ptr(ws), need, DSV4_STREAM(stream));
+}
+void test_gpu_workspace_flags(th_ctx_t *t) {
+    const int T = 4, H = 64;
+    const mla_decode_case_t c = mla_decode_model_case(T, H, 40, 80, MLA_LENS_FULL, MLA_SINK_FINITE, 0);
+    mla_decode_data_t d;
+    mla_decode_make(th_rng(t), &c, &d);
+    mla_decode_dev_t g;
+    mla_decode_upload(&d, &g);
+    dsv4_sparse_mla_decode_desc_t desc = d.desc;
+    desc.config = DSV4_MLA_CONFIG_H16W4, desc.num_splits = 8, desc.sm_count = 1 << 16;
+    dsv4_sparse_mla_plan_t p;
+    TH_OK(t, dsv4_sparse_mla_decode_plan(&desc, &p));
+    TH_CHECK(t, p.merge == 2, "the case plans merge %d, not the in-launch merge", p.merge);
+    const size_t n = (size_t)T * H * 512, need = p.workspace_bytes;
+    uint16_t *want = malloc(n * 2), *got = malloc(n * 2);
+    if (p.merge == 2 && mla_decode_gpu(t, &d, &g, &desc, want, NULL, NULL)) {
+        th_buf_t ws = th_buf_device(need), out2 = th_buf_device(n * 2);
+        uint32_t *fill = malloc(need);
+        for (size_t i = 0; i < need / 4; ++i) fill[i] = 0x7FC04D48u;
+        th_buf_upload(&ws, fill); /* (a) */
+        void *s1 = th_stream_create(t), *s2 = th_stream_create(t);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        th_stream_sync_destroy(t, s1);
+        th_buf_download(&g.b[1], got);
+        TH_CHECK(t, memcmp(got, want, n * 2) == 0, "a workspace full of old flag words changed the output");
+        dsv4_sparse_mla_decode_args_t b = g.args; /* (b): the second call writes out2 */
+        b.out = th_ptr(&out2);
+        s1 = th_stream_create(t);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        TH_OK(t, decode_on(&desc, &b, &ws, need, s2));
+        th_stream_sync_destroy(t, s1);
+        th_stream_sync_destroy(t, s2);
+        TH_CUDA(t, cudaGetLastError());
+        th_buf_poison(&ws, 0);                              /* a broken call may leave flags set: the rule's remedy */
+        s1 = th_stream_create(t), s2 = th_stream_create(t); /* (c) */
+        cudaEvent_t ev;
+        TH_CUDA(t, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        th_buf_poison(&out2, 0xFF);
+        TH_OK(t, decode_on(&desc, &g.args, &ws, need, s1));
+        TH_CUDA(t, cudaEventRecord(ev, (cudaStream_t)s1));
+        TH_CUDA(t, cudaStreamWaitEvent((cudaStream_t)s2, ev, 0));
+        TH_OK(t, decode_on(&desc, &b, &ws, need, s2));
+        th_stream_sync_destroy(t, s1);
+        th_stream_sync_destroy(t, s2);
+        cudaEventDestroy(ev);
+        th_buf_download(&out2, got);
+        TH_CHECK(t, memcmp(got, want, n * 2) == 0, "ordered calls sharing the workspace: the second output differs");
+        th_buf_guards_ok(t, &ws, "workspace");
+        th_buf_free(&ws), th_buf_free(&out2);
+        free(fill);
+    }
+    free(want), free(got);
+    mla_decode_dev_free(&g);
+    mla_decode_free(&d);
 }

@@ -4,6 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
+#include "common/call_tag.h"
+#include "common/launch.h"
 #include "dsv4/dsv4.h"
 #include "harness.h"
 #include "test_api.h"
@@ -96,12 +100,57 @@ static void test_device_count(th_ctx_t *t) {
     TH_EXPECT_STATUS(t, dsv4_device_query(n, &info), DSV4_STATUS_NO_DEVICE);
 }
 
+/* A run call's launch status is its own launches' only: an error the caller left pending
+ * (here: selecting a device ordinal that does not exist) is neither reported nor cleared. */
+static void test_launch_status_keeps_others(th_ctx_t *t) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    cudaSetDevice(n + 7);
+    const cudaError_t pending = cudaPeekAtLastError();
+    if (pending == cudaSuccess) {
+        th_note(t, "this CUDA runtime keeps no error for a bad device ordinal; nothing to check");
+        return;
+    }
+    TH_OK(t, dsv4_launch_status("launch_test"));
+    TH_CHECK(t, cudaPeekAtLastError() == pending, "the pending error %d became %d", (int)pending,
+             (int)cudaPeekAtLastError());
+    cudaGetLastError();
+    if (n > 0) cudaSetDevice(0);
+}
+
+/* The tag of a call's cross-CTA flags (common/call_tag.h): a quiet-NaN pattern other
+ * than the canonical NaN, the same for the same call, different when any input differs. */
+static void test_call_tag(th_ctx_t *t) {
+    th_rng_t *r = th_rng(t);
+    for (int i = 0; i < 10000; ++i) {
+        const uintptr_t o = (uintptr_t)(((uint64_t)th_rng_u32(r) << 20) | (th_rng_u32(r) & ~15u));
+        const uintptr_t w = (uintptr_t)(((uint64_t)th_rng_u32(r) << 20) | (th_rng_u32(r) & ~255u));
+        const void *out = (const void *)o, *ws = (const void *)w;
+        const int64_t a = th_rng_range(r, 0, 1 << 20), b = th_rng_range(r, 1, 32);
+        const unsigned tag = dsv4_call_tag(out, ws, a, b);
+        TH_CHECK(t, (tag & 0xFFC00000u) == 0x7FC00000u && tag != 0x7FFFFFFFu, "tag 0x%08x is not a quiet NaN payload",
+                 tag);
+        TH_CHECK(t, tag == dsv4_call_tag(out, ws, a, b), "the tag is not a function of its inputs");
+        const unsigned other[4] = {dsv4_call_tag((const void *)(o + 16), ws, a, b),
+                                   dsv4_call_tag(out, (const void *)(w + 256), a, b), dsv4_call_tag(out, ws, a + 1, b),
+                                   dsv4_call_tag(out, ws, a, b + 1)};
+        int same = 0;
+        for (int k = 0; k < 4; ++k) same += other[k] == tag;
+        TH_CHECK(t, same <= 1, "0x%08x: %d of 4 changed inputs keep the tag", tag, same); /* 2^-22 each */
+        if (th_failed(t)) return;
+    }
+}
+
 static const th_test_t tests[] = {
     {"api.version", test_version, TH_CPU},
     {"api.status_codes_pinned", test_status_codes_pinned, TH_CPU},
     {"api.last_error_thread_local", test_last_error_thread_local, TH_CPU},
     {"api.bad_input", test_bad_input, TH_CPU},
     {"api.device_count", test_device_count, TH_CPU},
+    {"api.launch_status_keeps_others", test_launch_status_keeps_others, TH_CPU},
+    {"api.call_tag", test_call_tag, TH_CPU},
+    {"api.gpu_launch_status_keeps_others", test_api_gpu_launch_status, TH_GPU},
     {"api.gpu_device_query", test_api_gpu_device_query, TH_GPU},
     {"api.gpu_smem_gate", test_api_gpu_smem_gate, TH_GPU},
     {"api.gpu_probes", test_api_gpu_probes, TH_GPU},

@@ -10,6 +10,7 @@ extern "C" {
 void test_api_gpu_device_query(th_ctx_t *t);
 void test_api_gpu_smem_gate(th_ctx_t *t);
 void test_api_gpu_probes(th_ctx_t *t);
+void test_api_gpu_launch_status(th_ctx_t *t);
 #ifdef __cplusplus
 }
 #endif

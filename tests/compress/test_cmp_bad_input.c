@@ -30,7 +30,12 @@ void test_cmp_bad_input_inv_rope(th_ctx_t *t) {
     for (int i = 0; i < 4; ++i) pos[i] = i;
     for (int i = 0; i < 8 * 64; ++i) cs[i] = 0.5f;
     memcpy(keep, o, N * 2);
-    const dsv4_inv_rope_desc_t good = {.num_tokens = 4, .num_heads = 2, .num_heads_padded = 3, .max_position = 8};
+    const dsv4_inv_rope_desc_t good = {.num_tokens = 4,
+                                       .num_heads = 2,
+                                       .num_heads_padded = 3,
+                                       .max_position = 8,
+                                       .o_stride_token = 3 * 512,
+                                       .o_stride_head = 512};
     const dsv4_inv_rope_args_t ga = {o, pos, cs};
     ir_expect_null(t, &good, &ga);
     dsv4_inv_rope_desc_t d;
@@ -73,8 +78,16 @@ void test_cmp_bad_input_engram(th_ctx_t *t) {
     for (int i = 0; i < T * COLS; ++i) ids[i] = i % ROWS;
     memset(out, 0x5C, OUT * 2);
     memcpy(keep, out, OUT * 2);
-    const dsv4_engram_lookup_desc_t good = {
-        .num_tokens = T, .n_cols = COLS, .head_start = 2, .local_heads = 2, .head_dim = D, .vocab_end = ROWS};
+    const dsv4_engram_lookup_desc_t good = {.num_tokens = T,
+                                            .n_cols = COLS,
+                                            .head_start = 2,
+                                            .local_heads = 2,
+                                            .head_dim = D,
+                                            .vocab_end = ROWS,
+                                            .ids_stride_token = COLS,
+                                            .ids_stride_head = 1,
+                                            .values_stride_bytes = D,
+                                            .scales_stride_bytes = D / 32};
     const dsv4_engram_lookup_args_t ga = {values, scales, ids, out};
     eg_expect_null(t, &good, &ga);
     dsv4_engram_lookup_desc_t d;
@@ -123,19 +136,31 @@ void test_cmp_bad_input_engram(th_ctx_t *t) {
 /* ---- plans ---------------------------------------------------------------------------- */
 void test_cmp_plans(th_ctx_t *t) {
     inv_rope_plan_t ip;
-    const dsv4_inv_rope_desc_t id = {.num_tokens = 10, .num_heads = 3, .max_position = 4};
+    const dsv4_inv_rope_desc_t id = {
+        .num_tokens = 10, .num_heads = 3, .max_position = 4, .o_stride_token = 3 * 512, .o_stride_head = 512};
     TH_OK(t, inv_rope_plan(&id, &ip));
     TH_CHECK(t, ip.heads_padded == 3 && ip.o_stride_head == 512 && ip.o_stride_token == 1536 && ip.units == 240,
              "inv_rope defaults: %lld %lld %lld %lld", (long long)ip.heads_padded, (long long)ip.o_stride_head,
              (long long)ip.o_stride_token, (long long)ip.units);
-    const dsv4_inv_rope_desc_t id1 = {
-        .num_tokens = 1, .num_heads = 2, .num_heads_padded = 4, .o_stride_head = 520, .max_position = 4};
+    const dsv4_inv_rope_desc_t id1 = {.num_tokens = 1,
+                                      .num_heads = 2,
+                                      .num_heads_padded = 4,
+                                      .o_stride_head = 520,
+                                      .max_position = 4,
+                                      .o_stride_token = 4 * 520};
     TH_OK(t, inv_rope_plan(&id1, &ip));
     TH_CHECK(t, ip.o_stride_token == 2080 && ip.units == 16, "inv_rope padded: %lld %lld", (long long)ip.o_stride_token,
              (long long)ip.units);
     engram_plan_t ep;
-    const dsv4_engram_lookup_desc_t ed = {
-        .num_tokens = 5, .n_cols = 12, .local_heads = 4, .head_dim = 96, .vocab_end = 9};
+    const dsv4_engram_lookup_desc_t ed = {.num_tokens = 5,
+                                          .n_cols = 12,
+                                          .local_heads = 4,
+                                          .head_dim = 96,
+                                          .vocab_end = 9,
+                                          .ids_stride_token = 12,
+                                          .ids_stride_head = 1,
+                                          .values_stride_bytes = 96,
+                                          .scales_stride_bytes = 96 / 32};
     TH_OK(t, engram_plan(&ed, &ep));
     TH_CHECK(t,
              ep.ids_stride_head == 1 && ep.ids_stride_token == 12 && ep.values_stride_bytes == 96 &&
@@ -143,8 +168,15 @@ void test_cmp_plans(th_ctx_t *t) {
              "engram defaults: %lld %lld %lld %lld %lld %lld", (long long)ep.ids_stride_head,
              (long long)ep.ids_stride_token, (long long)ep.values_stride_bytes, (long long)ep.scales_stride_bytes,
              (long long)ep.rows, (long long)ep.units);
-    const dsv4_engram_lookup_desc_t ed2 = {
-        .num_tokens = 5, .n_cols = 12, .local_heads = 4, .head_dim = 96, .ids_stride_head = 5, .vocab_end = 9};
-    TH_OK(t, engram_plan(&ed2, &ep));
-    TH_CHECK(t, ep.ids_stride_token == 60, "engram ids_stride_token default: %lld", (long long)ep.ids_stride_token);
+    const dsv4_engram_lookup_desc_t ed2 = {.num_tokens = 5,
+                                           .n_cols = 12,
+                                           .local_heads = 4,
+                                           .head_dim = 96,
+                                           .ids_stride_head = 5,
+                                           .vocab_end = 9,
+                                           .ids_stride_token = 0,
+                                           .values_stride_bytes = 96,
+                                           .scales_stride_bytes = 96 / 32};
+    TH_CHECK(t, engram_plan(&ed2, &ep) == DSV4_STATUS_INVALID_VALUE && strstr(dsv4_last_error(), "ids_stride_token"),
+             "engram ids_stride_token = 0 over 5 tokens: %s", dsv4_last_error());
 }

@@ -81,17 +81,33 @@ static void gpu_ir_case(th_ctx_t *t, dsv4_inv_rope_desc_t shape) {
 }
 
 void test_cmp_gpu_inv_rope(th_ctx_t *t) {
-    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 300, .num_heads = 64, .max_position = 4096});
-    gpu_ir_case(t, (dsv4_inv_rope_desc_t){
-                       .num_tokens = 300, .num_heads = 64, .num_heads_padded = 72, .max_position = 4096}); /* padding */
+    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 300,
+                                          .num_heads = 64,
+                                          .max_position = 4096,
+                                          .o_stride_token = 64 * 512,
+                                          .o_stride_head = 512});
+    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 300,
+                                          .num_heads = 64,
+                                          .num_heads_padded = 72,
+                                          .max_position = 4096,
+                                          .o_stride_token = 72 * 512,
+                                          .o_stride_head = 512}); /* padding */
     gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 300,
                                           .num_heads = 32,
                                           .num_heads_padded = 40,
                                           .o_stride_head = 520,
                                           .o_stride_token = 40 * 520 + 64,
                                           .max_position = 1024}); /* strided */
-    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 1, .num_heads = 1, .max_position = 1});
-    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 0, .num_heads = 16, .max_position = 8}); /* no-op */
+    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 1,
+                                          .num_heads = 1,
+                                          .max_position = 1,
+                                          .o_stride_token = 1 * 512,
+                                          .o_stride_head = 512});
+    gpu_ir_case(t, (dsv4_inv_rope_desc_t){.num_tokens = 0,
+                                          .num_heads = 16,
+                                          .max_position = 8,
+                                          .o_stride_token = 16 * 512,
+                                          .o_stride_head = 512}); /* no-op */
 }
 
 /* ---- engram ------------------------------------------------------------------------------ */
@@ -159,7 +175,10 @@ void test_cmp_gpu_engram_host_mapped(th_ctx_t *t) {
 /* ---- failing calls and graph capture ------------------------------------------------------ */
 void test_cmp_gpu_bad_input_writes_nothing(th_ctx_t *t) {
     ir_case_t c;
-    ir_case(th_rng(t), (dsv4_inv_rope_desc_t){.num_tokens = 64, .num_heads = 8, .max_position = 128}, &c);
+    ir_case(th_rng(t),
+            (dsv4_inv_rope_desc_t){
+                .num_tokens = 64, .num_heads = 8, .max_position = 128, .o_stride_token = 8 * 512, .o_stride_head = 512},
+            &c);
     th_buf_t dob = dev_from(c.o, c.o_elems * 2), dpos = dev_from(c.pos, 64 * 8), dcs = dev_from(c.cs, 128 * 256);
     dsv4_inv_rope_args_t da = {th_ptr(&dob), th_ptr(&dpos), th_ptr(&dcs)};
     void *s = th_stream_create(t);
@@ -200,7 +219,13 @@ void test_cmp_gpu_bad_input_writes_nothing(th_ctx_t *t) {
 
 void test_cmp_gpu_graph_capture(th_ctx_t *t) {
     ir_case_t c;
-    ir_case(th_rng(t), (dsv4_inv_rope_desc_t){.num_tokens = 128, .num_heads = 16, .max_position = 256}, &c);
+    ir_case(th_rng(t),
+            (dsv4_inv_rope_desc_t){.num_tokens = 128,
+                                   .num_heads = 16,
+                                   .max_position = 256,
+                                   .o_stride_token = 16 * 512,
+                                   .o_stride_head = 512},
+            &c);
     ct_engram_case_t e;
     ct_engram_case(th_rng(t), eg_model, &e);
     th_buf_t dob = dev_from(c.o, c.o_elems * 2), dpos = dev_from(c.pos, 128 * 8), dcs = dev_from(c.cs, 256 * 256);

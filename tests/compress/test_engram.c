@@ -82,7 +82,11 @@ void test_engram_known_answers(th_ctx_t *t) {
                                          .local_heads = 8,
                                          .head_dim = KD,
                                          .vocab_start = VSTART,
-                                         .vocab_end = VEND};
+                                         .vocab_end = VEND,
+                                         .ids_stride_token = 8,
+                                         .ids_stride_head = 1,
+                                         .values_stride_bytes = KD,
+                                         .scales_stride_bytes = KD / 32};
     const dsv4_engram_lookup_args_t a = {values, scales, &ids[0][0], out};
     TH_OK(t, dsv4_engram_lookup_ref(&d, &a));
     ct_cmp_bf16(t, "engram known answers", out, want, 2 * 8 * KD, KD);
@@ -108,8 +112,15 @@ void test_engram_all_codes_x_enc(th_ctx_t *t) {
         memset(scales + e * 8, e, 8);
         for (int c = 0; c < 256; ++c) want[(255 - e) * 256 + c] = ct_model_engram((uint8_t)c, (uint8_t)e);
     }
-    const dsv4_engram_lookup_desc_t d = {
-        .num_tokens = 256, .n_cols = 1, .local_heads = 1, .head_dim = 256, .vocab_end = 256};
+    const dsv4_engram_lookup_desc_t d = {.num_tokens = 256,
+                                         .n_cols = 1,
+                                         .local_heads = 1,
+                                         .head_dim = 256,
+                                         .vocab_end = 256,
+                                         .ids_stride_token = 1,
+                                         .ids_stride_head = 1,
+                                         .values_stride_bytes = 256,
+                                         .scales_stride_bytes = 256 / 32};
     const dsv4_engram_lookup_args_t a = {values, scales, ids, out};
     TH_OK(t, dsv4_engram_lookup_ref(&d, &a));
     ct_cmp_bf16(t, "engram (code, enc) pairs", out, want, 256 * 256, 256);

@@ -54,7 +54,12 @@ void test_inv_rope_known_answers(th_ctx_t *t) {
         o[at] = kat[k][3], o[at + 1] = kat[k][4];
         want[at] = kat[k][5], want[at + 1] = kat[k][6];
     }
-    const dsv4_inv_rope_desc_t d = {.num_tokens = T, .num_heads = 2, .num_heads_padded = HP, .max_position = 4};
+    const dsv4_inv_rope_desc_t d = {.num_tokens = T,
+                                    .num_heads = 2,
+                                    .num_heads_padded = HP,
+                                    .max_position = 4,
+                                    .o_stride_token = HP * 512,
+                                    .o_stride_head = 512};
     const dsv4_inv_rope_args_t a = {o, pos, cs};
     TH_OK(t, dsv4_inv_rope_ref(&d, &a));
     ct_cmp_bf16(t, "inv_rope known answers", o, want, N, 512);
@@ -84,7 +89,7 @@ static void ref_case(th_ctx_t *t, int64_t T, int64_t H, int64_t Hp, int64_t sh, 
     for (int64_t i = 0; i < T; ++i)
         pos[i] = th_rng_range(r, 0, 9) ? th_rng_range(r, 0, max_pos - 1) : th_rng_range(r, -3, 2 * max_pos);
     memcpy(want, o, n * 2);
-    const dsv4_inv_rope_desc_t d = {T, H, Hp, st, sh, max_pos};
+    const dsv4_inv_rope_desc_t d = {T, H, Hp, rst, rsh, max_pos};
     model_o(&d, rst, rsh, pos, cs, want);
     const dsv4_inv_rope_args_t a = {o, pos, cs};
     TH_OK(t, dsv4_inv_rope_ref(&d, &a));

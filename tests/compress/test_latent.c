@@ -50,7 +50,8 @@ void test_compress_known_answers(th_ctx_t *t) {
         set_row(kv + 3 * D, 0.0f, 0, D);
         th_buf_t lb = latent_buf(4);
         uint16_t *lat = th_ptr(&lb);
-        const dsv4_compress_desc_t d = {.num_tokens = 4, .ratio = 1, .eps = 1e-20f};
+        const dsv4_compress_desc_t d = {
+            .num_tokens = 4, .ratio = 1, .eps = 1e-20f, .kv_stride = 512 * 1, .ring_stride = 1024};
         const dsv4_compress_args_t a = {.kv_score = kv, .gamma = gamma, .slot = slot, .latent = lat};
         TH_OK(t, dsv4_compress_ref(&d, &a));
         TH_CHECK(t, lat[7] == 0x4000 && lat[2 * D + 7] == 0x4000, "gamma 2: 0x%04x 0x%04x", lat[7], lat[2 * D + 7]);
@@ -78,8 +79,14 @@ void test_compress_known_answers(th_ctx_t *t) {
         memset(ring, 0, 2 * CAP * W2 * 4);
         th_buf_t lb = latent_buf(T);
         uint16_t *lat = th_ptr(&lb);
-        const dsv4_compress_desc_t d = {
-            .num_tokens = T, .ratio = 2, .num_reqs = 1, .ring_cap = CAP, .ring_rows = 2 * CAP, .eps = 1e-20f};
+        const dsv4_compress_desc_t d = {.num_tokens = T,
+                                        .ratio = 2,
+                                        .num_reqs = 1,
+                                        .ring_cap = CAP,
+                                        .ring_rows = 2 * CAP,
+                                        .eps = 1e-20f,
+                                        .kv_stride = 512 * 2,
+                                        .ring_stride = 1024};
         const dsv4_compress_args_t a = {kv, pos, gamma, NULL, rs, qsl, ring, lat};
         TH_OK(t, dsv4_compress_ref(&d, &a));
         expect_row(t, "r=2 even position", lat, 0, LT_POISON);
@@ -148,8 +155,14 @@ static void ring_case(th_ctx_t *t, int64_t n, int64_t p0, int64_t minus_one_row)
     const int32_t qsl[2] = {0, (int32_t)n};
     th_buf_t lb = latent_buf(n);
     uint16_t *lat = th_ptr(&lb);
-    const dsv4_compress_desc_t d = {
-        .num_tokens = n, .ratio = 2, .num_reqs = 1, .ring_cap = CAP, .ring_rows = RR, .eps = 1e-20f};
+    const dsv4_compress_desc_t d = {.num_tokens = n,
+                                    .ratio = 2,
+                                    .num_reqs = 1,
+                                    .ring_cap = CAP,
+                                    .ring_rows = RR,
+                                    .eps = 1e-20f,
+                                    .kv_stride = 512 * 2,
+                                    .ring_stride = 1024};
     const dsv4_compress_args_t a = {kv, pos, gamma, NULL, rs, qsl, ring, lat};
     TH_OK(t, dsv4_compress_ref(&d, &a));
     char what[96];
@@ -187,7 +200,13 @@ void test_compress_ring(th_ctx_t *t) {
     const int32_t qsl[2] = {0, 3};
     uint16_t gamma[D] = {0};
     th_buf_t lb = latent_buf(3);
-    const dsv4_compress_desc_t d = {.num_tokens = 3, .ratio = 2, .num_reqs = 1, .ring_cap = CAP, .ring_rows = CAP};
+    const dsv4_compress_desc_t d = {.num_tokens = 3,
+                                    .ratio = 2,
+                                    .num_reqs = 1,
+                                    .ring_cap = CAP,
+                                    .ring_rows = CAP,
+                                    .kv_stride = 512 * 2,
+                                    .ring_stride = 1024};
     const dsv4_compress_args_t a = {kv, pos, gamma, NULL, rs, qsl, ring, th_ptr(&lb)};
     TH_OK(t, dsv4_compress_ref(&d, &a));
     for (int i = 0; i < 3; ++i) expect_row(t, "null block", th_ptr(&lb), i, LT_POISON);

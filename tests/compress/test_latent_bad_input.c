@@ -50,10 +50,17 @@ void test_compress_bad_input(th_ctx_t *t) {
     memset(lat, 0x5C, LAT * 2);
     memcpy(lat_keep, lat, LAT * 2), memcpy(ring_keep, ring, RING * 4);
 
-    const dsv4_compress_desc_t g1 = {.num_tokens = T, .ratio = 1, .eps = 1e-6f};
+    const dsv4_compress_desc_t g1 = {
+        .num_tokens = T, .ratio = 1, .eps = 1e-6f, .kv_stride = 512 * 1, .ring_stride = 1024};
     const dsv4_compress_args_t a1 = {.kv_score = kv, .gamma = gamma, .slot = slot, .latent = lat};
-    const dsv4_compress_desc_t g2 = {
-        .num_tokens = T, .ratio = 2, .num_reqs = 1, .ring_cap = CAP, .ring_rows = RR, .eps = 1e-6f};
+    const dsv4_compress_desc_t g2 = {.num_tokens = T,
+                                     .ratio = 2,
+                                     .num_reqs = 1,
+                                     .ring_cap = CAP,
+                                     .ring_rows = RR,
+                                     .eps = 1e-6f,
+                                     .kv_stride = 512 * 2,
+                                     .ring_stride = 1024};
     const dsv4_compress_args_t a2 = {kv, pos, gamma, NULL, slot, qsl, ring, lat};
     /* NULL descriptor, args, bytes and stream; workspace 0 for a good descriptor */
     expect_fail(t, NULL, &a1, 1, DSV4_STATUS_NULL_POINTER, "desc", NULL);
@@ -118,15 +125,17 @@ void test_compress_bad_input(th_ctx_t *t) {
 
 void test_compress_plan(th_ctx_t *t) {
     latent_plan_t p;
-    const dsv4_compress_desc_t d1 = {.num_tokens = 3, .ratio = 1};
+    const dsv4_compress_desc_t d1 = {.num_tokens = 3, .ratio = 1, .kv_stride = 512 * 1, .ring_stride = 1024};
     TH_OK(t, latent_plan(&d1, &p));
     TH_CHECK(t, p.kv_stride == 512 && p.ring_stride == 0, "r=1 defaults: %lld %lld", (long long)p.kv_stride,
              (long long)p.ring_stride);
-    const dsv4_compress_desc_t d2 = {.num_tokens = 3, .ratio = 2, .ring_cap = 16, .ring_rows = 64};
+    const dsv4_compress_desc_t d2 = {
+        .num_tokens = 3, .ratio = 2, .ring_cap = 16, .ring_rows = 64, .kv_stride = 512 * 2, .ring_stride = 1024};
     TH_OK(t, latent_plan(&d2, &p));
     TH_CHECK(t, p.kv_stride == 1024 && p.ring_stride == 1024, "r=2 defaults: %lld %lld", (long long)p.kv_stride,
              (long long)p.ring_stride);
-    const dsv4_compress_desc_t d0 = {.num_tokens = 0, .ratio = 2, .ring_cap = 8, .ring_rows = 8, .kv_stride = 2048};
+    const dsv4_compress_desc_t d0 = {
+        .num_tokens = 0, .ratio = 2, .ring_cap = 8, .ring_rows = 8, .kv_stride = 2048, .ring_stride = 1024};
     TH_OK(t, latent_plan(&d0, &p));
     TH_CHECK(t, p.kv_stride == 2048, "r=2 kv_stride kept: %lld", (long long)p.kv_stride);
 }

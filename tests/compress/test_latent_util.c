@@ -37,8 +37,8 @@ void lt_case(th_rng_t *r, const lt_shape_t *s, lt_case_t *c) {
     dsv4_compress_desc_t *d = &c->d;
     d->ratio = ratio;
     d->eps = 1e-6f;
-    d->kv_stride = s->kv_stride;
-    const int64_t ks = s->kv_stride ? s->kv_stride : width;
+    const int64_t ks = s->kv_stride ? s->kv_stride : width; /* a shape's 0: dense */
+    d->kv_stride = ks;
     int64_t T = s->num_tokens;
     int64_t *len = NULL;
     if (ratio == 2) {
@@ -49,7 +49,7 @@ void lt_case(th_rng_t *r, const lt_shape_t *s, lt_case_t *c) {
         d->num_reqs = R;
         d->ring_cap = cap;
         d->ring_rows = (R + 2) * cap; /* block 0 is the null block; one spare */
-        d->ring_stride = s->ring_stride;
+        d->ring_stride = s->ring_stride ? s->ring_stride : 2 * D;
     }
     d->num_tokens = T;
     c->kv_elems = (size_t)((T ? T : 1) * ks);

@@ -33,14 +33,14 @@
 
 /* ---- kvcache ------------------------------------------------------------------------- */
 typedef dsv4_kv_insert_desc_t KI;
-static const KI ki_valid = {4, 0, 64, 37440, 2};
+static const KI ki_valid = {4, 512, 64, 37440, 2};
 static const fz_field_t ki_fields[] = {F64(KI, num_tokens), F64(KI, k_stride_row), F64(KI, page_tokens),
                                        F64(KI, page_stride_bytes), F64(KI, num_pages)};
 WRAP(kv_insert, KI)
 REF(kv_insert, KI, dsv4_kv_insert_args_t)
 
 typedef dsv4_kv_rope_insert_desc_t KR;
-static const KR kr_valid = {4, 0, 64, 37440, 2, 2, 4};
+static const KR kr_valid = {4, 512, 64, 37440, 2, 2, 4};
 static const fz_field_t kr_fields[] = {F64(KR, num_tokens),        F64(KR, latent_stride_row), F64(KR, page_tokens),
                                        F64(KR, page_stride_bytes), F64(KR, num_pages),         F64(KR, ratio),
                                        F64(KR, max_position)};
@@ -51,6 +51,9 @@ static const KS ks_valid = {.num_tokens = 4,
                             .num_insert = 4,
                             .num_heads = 2,
                             .num_heads_padded = 3,
+                            .q_stride_token = 3 * 512,
+                            .q_stride_head = 512,
+                            .kv_stride_row = 512,
                             .max_position = 8,
                             .page_tokens = 32,
                             .page_stride_bytes = 19008,
@@ -66,7 +69,10 @@ WRAP(kv_swa_write, KS)
 typedef dsv4_kv_gather_desc_t KG;
 static const KG kg_valid = {.num_reqs = 2,
                             .block_table_width = 1,
+                            .block_table_stride = 1,
                             .out_rows = 8,
+                            .out_stride_req = 8 * 512,
+                            .out_stride_row = 512,
                             .page_tokens = 64,
                             .page_stride_bytes = 37440,
                             .num_pages = 2};
@@ -86,7 +92,7 @@ REF(kv_gather, KG, dsv4_kv_gather_args_t)
 
 /* ---- indices ------------------------------------------------------------------------- */
 typedef dsv4_topk_translate_desc_t TT;
-static const TT tt_valid = {4, 8, 2, 4, 16, 0, 0, 0};
+static const TT tt_valid = {4, 8, 2, 4, 16, 8, 4, 8};
 static const fz_field_t tt_fields[] = {F64(TT, num_tokens),         F64(TT, topk),        F64(TT, num_reqs),
                                        F64(TT, block_table_width),  F64(TT, page_tokens), F64(TT, topk_stride),
                                        F64(TT, block_table_stride), F64(TT, out_stride)};
@@ -96,7 +102,7 @@ WRAP(topk_translate_packed, TT)
 REF(topk_translate_packed, TT, dsv4_topk_translate_packed_args_t)
 
 typedef dsv4_combine_topk_swa_desc_t CB;
-static const CB cb_valid = {4, 2, 4, 8, 0, 4, 1, 64, 16, 0, DSV4_COMBINE_V4_1};
+static const CB cb_valid = {4, 2, 4, 8, 8, 4, 1, 64, 16, 128, DSV4_COMBINE_V4_1};
 static const fz_field_t cb_fields[] = {F64(CB, num_tokens),  F64(CB, num_reqs),   F64(CB, topk),  F64(CB, topk_cols),
                                        F64(CB, topk_stride), F64(CB, window),     F64(CB, ratio), F64(CB, slab_rows),
                                        F64(CB, swa_row0),    F64(CB, out_stride), F64(CB, mode)};
@@ -104,7 +110,7 @@ WRAP(combine_topk_swa, CB)
 REF(combine_topk_swa, CB, dsv4_combine_topk_swa_args_t)
 
 typedef dsv4_decode_swa_indices_desc_t DS;
-static const DS ds_valid = {4, 2, 128, 16, 4, 0, 0};
+static const DS ds_valid = {4, 2, 128, 16, 4, 4, 128};
 static const fz_field_t ds_fields[] = {F64(DS, num_tokens),  F64(DS, num_reqs),          F64(DS, window),
                                        F64(DS, page_tokens), F64(DS, block_table_width), F64(DS, block_table_stride),
                                        F64(DS, out_stride)};
@@ -115,9 +121,13 @@ REF(decode_swa_indices, DS, dsv4_decode_swa_indices_args_t)
 typedef dsv4_sparse_mla_decode_desc_t MD;
 static const MD md_valid = {.num_tokens = 4,
                             .num_heads = 64,
-                            .main = {128, 0, {32, 19008, 2}},
+                            .q_stride_token = 64 * 512,
+                            .q_stride_head = 512,
+                            .out_stride_token = 64 * 512,
+                            .out_stride_head = 512,
+                            .main = {128, 128, {32, 19008, 2}},
                             .has_extra = 1,
-                            .extra = {128, 0, {32, 19008, 2}},
+                            .extra = {128, 128, {32, 19008, 2}},
                             .num_splits = 2,
                             .sm_count = 132};
 static const fz_field_t md_fields[] = {F64(MD, num_tokens),
@@ -141,7 +151,8 @@ static const fz_field_t md_fields[] = {F64(MD, num_tokens),
                                        F64(MD, num_splits),
                                        F32I(MD, force_merge),
                                        F64(MD, config),
-                                       F64(MD, sm_count)};
+                                       F64(MD, sm_count),
+                                       F32I(MD, batch_invariant)};
 WRAP(sparse_mla_decode, MD)
 static dsv4_status_t md_plan(const void *d) {
     dsv4_sparse_mla_plan_t p;
@@ -149,7 +160,16 @@ static dsv4_status_t md_plan(const void *d) {
 }
 
 typedef dsv4_sparse_mla_prefill_desc_t MP;
-static const MP mp_valid = {.num_tokens = 4, .num_heads = 64, .kv_rows = 64, .width = 128};
+static const MP mp_valid = {.num_tokens = 4,
+                            .num_heads = 64,
+                            .q_stride_token = 64 * 512,
+                            .q_stride_head = 512,
+                            .out_stride_token = 64 * 512,
+                            .out_stride_head = 512,
+                            .kv_rows = 64,
+                            .kv_stride = 512,
+                            .width = 128,
+                            .ids_stride = 128};
 static const fz_field_t mp_fields[] = {F64(MP, num_tokens),    F64(MP, num_heads),        F64(MP, q_stride_token),
                                        F64(MP, q_stride_head), F64(MP, out_stride_token), F64(MP, out_stride_head),
                                        F64(MP, kv_rows),       F64(MP, kv_stride),        F64(MP, width),
@@ -162,13 +182,13 @@ static dsv4_status_t mp_plan(const void *d) {
 
 /* ---- mhc ------------------------------------------------------------------------------- */
 typedef dsv4_mhc_post_desc_t HP;
-static const HP hp_valid = {16, 4096, 0, 0, 0};
+static const HP hp_valid = {16, 4096, 4096, 4 * 4096, 4 * 4096};
 static const fz_field_t hp_fields[] = {F64(HP, tokens), F64(HP, hidden), F64(HP, x_stride), F64(HP, residual_stride),
                                        F64(HP, residual_out_stride)};
 WRAP(mhc_post, HP)
 
 typedef dsv4_mhc_collapse_desc_t HC;
-static const HC hc_valid = {3, 7168, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+static const HC hc_valid = {3, 7168, DSV4_MHC_V41, 1e-20f, 4 * 7168, 7168, 7168};
 static const fz_field_t hc_fields[] = {F64(HC, tokens),    F64(HC, hidden),          F32I(HC, variant),
                                        F32F(HC, norm_eps), F64(HC, residual_stride), F64(HC, out_stride),
                                        F64(HC, aux_stride)};
@@ -178,13 +198,14 @@ WRAP(mhc_collapse, HC)
     F32F(T, gate.rms_eps), F32F(T, gate.pre_eps), F32F(T, gate.sinkhorn_eps), F32F(T, gate.post_mult),                 \
         F32I(T, gate.sinkhorn_iters)
 typedef dsv4_mhc_gates_desc_t HG;
-static const HG hg_valid = {20, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0};
+static const HG hg_valid = {20, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 4 * 4096};
 static const fz_field_t hg_fields[] = {F64(HG, tokens), F64(HG, hidden), F32I(HG, broadcast),
                                        F32I(HG, route), GATE_FIELDS(HG), F64(HG, residual_stride)};
 WRAP(mhc_gates, HG)
 
 typedef dsv4_mhc_pre_desc_t HR;
-static const HR hr_valid = {6, 5120, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
+static const HR hr_valid = {6,      5120,     DSV4_MHC_V41, 0,    0,   DSV4_MHC_GATE_PARAMS_V41,
+                            1e-20f, 4 * 5120, 4 * 5120,     5120, 5120};
 static const fz_field_t hr_fields[] = {F64(HR, tokens),
                                        F64(HR, hidden),
                                        F32I(HR, variant),
@@ -199,7 +220,8 @@ static const fz_field_t hr_fields[] = {F64(HR, tokens),
 WRAP(mhc_pre, HR)
 
 typedef dsv4_mhc_seam_desc_t HS;
-static const HS hs_valid = {4, 4096, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+static const HS hs_valid = {4,        4096,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 4096,
+                            4 * 4096, 4 * 4096, 4096,         4096};
 static const fz_field_t hs_fields[] = {F64(HS, tokens),
                                        F64(HS, hidden),
                                        F32I(HS, variant),
@@ -245,21 +267,41 @@ static dsv4_status_t mhc_plan_ws(const void *d, size_t *b) {
 
 /* ---- compress -------------------------------------------------------------------------- */
 typedef dsv4_compress_desc_t CP;
-static const CP cp_valid = {.num_tokens = 3, .ratio = 2, .num_reqs = 1, .ring_cap = 16, .ring_rows = 64, .eps = 1e-6f};
+static const CP cp_valid = {.num_tokens = 3,
+                            .ratio = 2,
+                            .kv_stride = 1024,
+                            .num_reqs = 1,
+                            .ring_cap = 16,
+                            .ring_rows = 64,
+                            .ring_stride = 1024,
+                            .eps = 1e-6f};
 static const fz_field_t cp_fields[] = {F64(CP, num_tokens), F64(CP, ratio),     F64(CP, kv_stride),   F64(CP, num_reqs),
                                        F64(CP, ring_cap),   F64(CP, ring_rows), F64(CP, ring_stride), F32F(CP, eps)};
 WRAP(compress, CP)
 
 typedef dsv4_inv_rope_desc_t IR;
-static const IR ir_valid = {.num_tokens = 4, .num_heads = 2, .num_heads_padded = 3, .max_position = 8};
+static const IR ir_valid = {.num_tokens = 4,
+                            .num_heads = 2,
+                            .num_heads_padded = 3,
+                            .o_stride_token = 3 * 512,
+                            .o_stride_head = 512,
+                            .max_position = 8};
 static const fz_field_t ir_fields[] = {F64(IR, num_tokens),     F64(IR, num_heads),     F64(IR, num_heads_padded),
                                        F64(IR, o_stride_token), F64(IR, o_stride_head), F64(IR, max_position)};
 WRAP(inv_rope, IR)
 REF(inv_rope, IR, dsv4_inv_rope_args_t)
 
 typedef dsv4_engram_lookup_desc_t EL;
-static const EL el_valid = {
-    .num_tokens = 4, .n_cols = 4, .head_start = 2, .local_heads = 2, .head_dim = 256, .vocab_end = 16};
+static const EL el_valid = {.num_tokens = 4,
+                            .n_cols = 4,
+                            .head_start = 2,
+                            .local_heads = 2,
+                            .head_dim = 256,
+                            .ids_stride_token = 4,
+                            .ids_stride_head = 1,
+                            .vocab_end = 16,
+                            .values_stride_bytes = 256,
+                            .scales_stride_bytes = 8};
 static const fz_field_t el_fields[] = {F64(EL, num_tokens),         F64(EL, n_cols),
                                        F64(EL, head_start),         F64(EL, local_heads),
                                        F64(EL, head_dim),           F64(EL, ids_stride_token),
@@ -269,19 +311,49 @@ static const fz_field_t el_fields[] = {F64(EL, num_tokens),         F64(EL, n_co
 WRAP(engram_lookup, EL)
 REF(engram_lookup, EL, dsv4_engram_lookup_args_t)
 
-/* ---- indexer ------------------------------------------------------------------------- */
+/* ---- indexer --------------------------------------------------------------------------- */
+typedef dsv4_indexer_q_desc_t IQ;
+static const IQ iq_valid = {.num_tokens = 4,
+                            .num_heads = 32,
+                            .q_stride_token = 32 * 128,
+                            .q_stride_head = 128,
+                            .w_stride_token = 32,
+                            .max_position = 16};
+static const fz_field_t iq_fields[] = {F64(IQ, num_tokens),     F64(IQ, num_heads),      F64(IQ, q_stride_token),
+                                       F64(IQ, q_stride_head),  F64(IQ, w_stride_token), F64(IQ, max_position),
+                                       F32F(IQ, softmax_scale), F32F(IQ, head_scale)};
+WRAP(indexer_q, IQ)
+
+typedef dsv4_indexer_k_store_desc_t IK;
+static const IK ik_valid = {.num_tokens = 4,
+                            .k_stride_row = 128,
+                            .ratio = 1,
+                            .max_position = 16,
+                            .page_tokens = 64,
+                            .page_stride_bytes = 8448,
+                            .num_pages = 2,
+                            .eps = 1e-6f};
+static const fz_field_t ik_fields[] = {F64(IK, num_tokens),   F64(IK, k_stride_row), F64(IK, ratio),
+                                       F64(IK, max_position), F64(IK, page_tokens),  F64(IK, page_stride_bytes),
+                                       F64(IK, num_pages),    F32F(IK, eps)};
+WRAP(indexer_k_store, IK)
 typedef dsv4_indexer_topk_desc_t IT;
 static const IT it_valid = {.num_rows = 4,
                             .num_heads = 32,
                             .topk = 8,
                             .ratio = 1,
-                            .num_reqs = 1,
+                            .num_reqs = 2,
                             .block_table_width = 2,
+                            .block_table_stride = 2,
                             .page_tokens = 64,
                             .page_stride_bytes = 8448,
                             .num_pages = 2,
+                            .topk_stride = 8,
                             .max_keys = 100,
-                            .candidate_mode = 1};
+                            .candidate_mode = 1,
+                            .candidate_count = 16,
+                            .candidate_block = 8,
+                            .candidate_stride = 16};
 static const fz_field_t it_fields[] = {F64(IT, num_rows),
                                        F64(IT, num_heads),
                                        F64(IT, topk),
@@ -305,13 +377,15 @@ typedef dsv4_indexer_logits_desc_t IL;
 static const IL il_valid = {.num_rows = 4,
                             .num_heads = 64,
                             .ratio = 2,
-                            .num_reqs = 1,
+                            .num_reqs = 2,
                             .block_table_width = 2,
+                            .block_table_stride = 2,
                             .page_tokens = 128,
                             .page_stride_bytes = 17280,
                             .num_pages = 2,
                             .max_keys = 100,
-                            .out_cols = 120};
+                            .out_cols = 120,
+                            .out_stride = 120};
 static const fz_field_t il_fields[] = {F64(IL, num_rows),    F64(IL, num_heads),         F64(IL, ratio),
                                        F64(IL, num_reqs),    F64(IL, block_table_width), F64(IL, block_table_stride),
                                        F64(IL, page_tokens), F64(IL, page_stride_bytes), F64(IL, num_pages),
@@ -340,6 +414,8 @@ const fz_op_t fz_ops[] = {
     OP(compress, CP, cp_valid, cp_fields, NULL, 0),
     OPR(inv_rope, IR, ir_valid, ir_fields),
     OPR(engram_lookup, EL, el_valid, el_fields),
+    OP(indexer_q, IQ, iq_valid, iq_fields, NULL, 0),
+    OP(indexer_k_store, IK, ik_valid, ik_fields, NULL, 0),
     OP(indexer_topk, IT, it_valid, it_fields, NULL, 0),
     OP(indexer_logits, IL, il_valid, il_fields, NULL, 0),
 };

@@ -287,7 +287,49 @@ static void test_fuzz_regressions(th_ctx_t *t) {
     }
 }
 
+/* Strides have no default (dsv4.h): every stride field of a valid descriptor, whose
+ * dimensions all have extent > 1, set to 0 fails with INVALID_VALUE naming the field; a
+ * stride of 0 on a dimension of extent 1 is accepted (it addresses nothing). */
+static void test_fuzz_stride_zero(th_ctx_t *t) {
+    _Alignas(16) unsigned char d[512];
+    const int64_t zero = 0;
+    int tried = 0;
+    for (int o = 0; o < fz_num_ops; ++o) {
+        const fz_op_t *op = &fz_ops[o];
+        for (int j = 0; j < op->num_fields; ++j) {
+            const fz_field_t *f = &op->fields[j];
+            if (f->type != FZ_I64 || !strstr(f->name, "stride")) continue;
+            /* fields the headers document as unused: the packed translation's out_stride, the
+             * non-broadcast mhc_pre's residual_out_stride */
+            if (!strcmp(op->op, "topk_translate_packed") && !strcmp(f->name, "out_stride")) continue;
+            if (!strcmp(op->op, "mhc_pre") && !strcmp(f->name, "residual_out_stride")) continue;
+            memcpy(d, op->valid, op->desc_bytes);
+            memcpy(d + f->off, &zero, sizeof zero);
+            const dsv4_status_t st = op->check(d);
+            const char *msg = dsv4_last_error();
+            TH_CHECK(t, st == DSV4_STATUS_INVALID_VALUE, "%s: %s = 0 gave %s, expected DSV4_STATUS_INVALID_VALUE",
+                     op->op, f->name, dsv4_status_string(st));
+            TH_CHECK(t, st == DSV4_STATUS_SUCCESS || (strstr(msg, op->op) == msg && strstr(msg, f->name)),
+                     "%s: %s = 0: the message \"%s\" does not name the op and the field", op->op, f->name, msg);
+            ++tried;
+        }
+    }
+    th_note(t, "%d stride fields set to 0", tried);
+    /* One row: the stride is never used, and 0 is accepted. */
+    dsv4_kv_gather_desc_t g = *(const dsv4_kv_gather_desc_t *)fz_ops[3].valid;
+    TH_CHECK(t, !strcmp(fz_ops[3].op, "kv_gather"), "fz_ops[3] is %s", fz_ops[3].op);
+    g.num_reqs = 1;
+    g.out_stride_req = 0;
+    g.block_table_stride = 0;
+    TH_CHECK(t, dsv4_kv_gather_check(&g) == DSV4_STATUS_SUCCESS, "kv_gather rejects stride 0 on one request: %s",
+             dsv4_last_error());
+    g.num_reqs = 4; /* four slabs over one: the rows would alias */
+    TH_CHECK(t, dsv4_kv_gather_check(&g) == DSV4_STATUS_INVALID_VALUE,
+             "kv_gather accepts out_stride_req = 0 with 4 requests");
+}
+
 static const th_test_t tests[] = {
+    {"fuzz.stride_zero", test_fuzz_stride_zero, TH_CPU},
     {"fuzz.regressions", test_fuzz_regressions, TH_CPU},
     {"fuzz.descriptors", test_fuzz_descriptors, TH_CPU},
     {"fuzz.refs", test_fuzz_refs, TH_CPU},

@@ -155,7 +155,7 @@ void it_k_case(th_rng_t *r, int64_t T, int64_t ratio, int64_t P, int64_t stride,
     const int64_t ks = k_stride ? k_stride : 128, states = T / ratio + 8;
     const int64_t pages = (states + P - 1) / P + 1, max_pos = 4096 + 2 * T;
     c->d = (dsv4_indexer_k_store_desc_t){.num_tokens = T,
-                                         .k_stride_row = k_stride,
+                                         .k_stride_row = ks,
                                          .ratio = ratio,
                                          .max_position = max_pos,
                                          .page_tokens = P,

@@ -63,7 +63,9 @@ void it_topk_case(th_rng_t *r, const it_topk_shape_t *sh, it_topk_case_t *c) {
                                       .num_pages = pages,
                                       .max_keys = max_n + sh->keys_pad,
                                       .candidate_mode = sh->mode,
+                                      .topk_stride = sh->topk,
                                       .candidate_count = sh->cand_count,
+                                      .candidate_stride = sh->cand_count ? sh->cand_count : 2048,
                                       .num_splits = sh->splits};
     /* block table: a random permutation of the pages; unused entries -1 or out of range */
     c->bt_elems = (size_t)(R * c->d.block_table_stride);

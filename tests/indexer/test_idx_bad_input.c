@@ -32,7 +32,12 @@ void test_idx_bad_input_q(th_ctx_t *t) {
     for (int i = 0; i < 8 * 64; ++i) cs[i] = 0.5f;
     memset(q8, 0x5A, N);
     memcpy(keep, q8, N), memcpy(wkeep, w, sizeof wkeep);
-    const dsv4_indexer_q_desc_t good = {.num_tokens = T, .num_heads = H, .max_position = 8};
+    const dsv4_indexer_q_desc_t good = {.num_tokens = T,
+                                        .num_heads = H,
+                                        .max_position = 8,
+                                        .q_stride_token = H * 128,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = H};
     const dsv4_indexer_q_args_t ga = {q, wr, pos, cs, q8, w};
     q_expect_null(t, &good, &ga);
     dsv4_indexer_q_desc_t d;
@@ -92,7 +97,8 @@ void test_idx_bad_input_k(th_ctx_t *t) {
                                               .page_tokens = P,
                                               .page_stride_bytes = STRIDE,
                                               .num_pages = PAGES,
-                                              .eps = 1e-6f};
+                                              .eps = 1e-6f,
+                                              .k_stride_row = 128};
     const dsv4_indexer_k_store_args_t ga = {k, gamma, pos, slot, cs, cache};
     k_expect_null(t, &good, &ga);
     dsv4_indexer_k_store_desc_t d;
@@ -135,7 +141,12 @@ void test_idx_bad_input_k(th_ctx_t *t) {
 
 void test_idx_plans(th_ctx_t *t) {
     idx_q_plan_t qp;
-    const dsv4_indexer_q_desc_t qd = {.num_tokens = 10, .num_heads = 32, .max_position = 4};
+    const dsv4_indexer_q_desc_t qd = {.num_tokens = 10,
+                                      .num_heads = 32,
+                                      .max_position = 4,
+                                      .q_stride_token = 32 * 128,
+                                      .q_stride_head = 128,
+                                      .w_stride_token = 32};
     TH_OK(t, idx_q_plan(&qd, &qp));
     TH_CHECK(t,
              qp.q_stride_head == 128 && qp.q_stride_token == 4096 && qp.w_stride_token == 32 && qp.rows == 320 &&
@@ -144,13 +155,24 @@ void test_idx_plans(th_ctx_t *t) {
              (long long)qp.w_stride_token, (long long)qp.rows, qp.blocks);
     TH_CHECK(t, dsv4_f32_bits(qp.softmax_scale) == 0x3DB504F3u && dsv4_f32_bits(qp.head_scale) == 0x3E3504F3u,
              "scales 0x%08x 0x%08x", dsv4_f32_bits(qp.softmax_scale), dsv4_f32_bits(qp.head_scale));
-    const dsv4_indexer_q_desc_t q64 = {.num_tokens = 1, .num_heads = 64, .max_position = 4, .softmax_scale = 0.5f};
+    const dsv4_indexer_q_desc_t q64 = {.num_tokens = 1,
+                                       .num_heads = 64,
+                                       .max_position = 4,
+                                       .softmax_scale = 0.5f,
+                                       .q_stride_token = 64 * 128,
+                                       .q_stride_head = 128,
+                                       .w_stride_token = 64};
     TH_OK(t, idx_q_plan(&q64, &qp));
     TH_CHECK(t, qp.head_scale == 0.125f && qp.softmax_scale == 0.5f && qp.blocks == 4, "64 heads: %g %g %u",
              (double)qp.head_scale, (double)qp.softmax_scale, qp.blocks);
     idx_k_plan_t kp;
-    const dsv4_indexer_k_store_desc_t kd = {
-        .num_tokens = 9, .ratio = 2, .max_position = 4, .page_tokens = 64, .page_stride_bytes = 8640, .num_pages = 3};
+    const dsv4_indexer_k_store_desc_t kd = {.num_tokens = 9,
+                                            .ratio = 2,
+                                            .max_position = 4,
+                                            .page_tokens = 64,
+                                            .page_stride_bytes = 8640,
+                                            .num_pages = 3,
+                                            .k_stride_row = 128};
     TH_OK(t, idx_k_plan(&kd, &kp));
     TH_CHECK(t, kp.k_stride_row == 128 && kp.slots == 192 && kp.blocks == 2, "k_store defaults: %lld %lld %u",
              (long long)kp.k_stride_row, (long long)kp.slots, kp.blocks);

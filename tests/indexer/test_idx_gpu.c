@@ -80,16 +80,36 @@ static void gpu_q_case(th_ctx_t *t, dsv4_indexer_q_desc_t shape) {
 }
 
 void test_idx_gpu_q(th_ctx_t *t) {
-    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1000, .num_heads = 32, .max_position = 4096});
-    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 77, .num_heads = 64, .max_position = 128});
-    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 33, .num_heads = 3, .max_position = 64}); /* odd rows */
+    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1000,
+                                          .num_heads = 32,
+                                          .max_position = 4096,
+                                          .q_stride_token = 32 * 128,
+                                          .q_stride_head = 128,
+                                          .w_stride_token = 32});
+    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 77,
+                                          .num_heads = 64,
+                                          .max_position = 128,
+                                          .q_stride_token = 64 * 128,
+                                          .q_stride_head = 128,
+                                          .w_stride_token = 64});
+    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 33,
+                                          .num_heads = 3,
+                                          .max_position = 64,
+                                          .q_stride_token = 3 * 128,
+                                          .q_stride_head = 128,
+                                          .w_stride_token = 3}); /* odd rows */
     gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 50,
                                           .num_heads = 32,
                                           .q_stride_head = 136,
                                           .q_stride_token = 32 * 136 + 64,
                                           .w_stride_token = 40,
-                                          .max_position = 256});                                 /* strided */
-    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 0, .num_heads = 32, .max_position = 8}); /* no-op */
+                                          .max_position = 256}); /* strided */
+    gpu_q_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 0,
+                                          .num_heads = 32,
+                                          .max_position = 8,
+                                          .q_stride_token = 32 * 128,
+                                          .q_stride_head = 128,
+                                          .w_stride_token = 32}); /* no-op */
 }
 
 typedef struct {
@@ -152,7 +172,14 @@ void test_idx_gpu_k(th_ctx_t *t) {
 void test_idx_gpu_bad_input_writes_nothing(th_ctx_t *t) {
     it_q_case_t c;
     q_dev_t g;
-    it_q_case(th_rng(t), &(dsv4_indexer_q_desc_t){.num_tokens = 64, .num_heads = 32, .max_position = 128}, &c);
+    it_q_case(th_rng(t),
+              &(dsv4_indexer_q_desc_t){.num_tokens = 64,
+                                       .num_heads = 32,
+                                       .max_position = 128,
+                                       .q_stride_token = 32 * 128,
+                                       .q_stride_head = 128,
+                                       .w_stride_token = 32},
+              &c);
     q_dev(&c, &g);
     uint8_t *poison = malloc(g.q8.bytes);
     memset(poison, 0xA5, g.q8.bytes);
@@ -196,7 +223,14 @@ void test_idx_gpu_bad_input_writes_nothing(th_ctx_t *t) {
 void test_idx_gpu_graph_capture(th_ctx_t *t) {
     it_q_case_t c;
     q_dev_t g;
-    it_q_case(th_rng(t), &(dsv4_indexer_q_desc_t){.num_tokens = 24, .num_heads = 32, .max_position = 256}, &c);
+    it_q_case(th_rng(t),
+              &(dsv4_indexer_q_desc_t){.num_tokens = 24,
+                                       .num_heads = 32,
+                                       .max_position = 256,
+                                       .q_stride_token = 32 * 128,
+                                       .q_stride_head = 128,
+                                       .w_stride_token = 32},
+              &c);
     q_dev(&c, &g);
     it_k_case_t kc;
     k_dev_t kg;

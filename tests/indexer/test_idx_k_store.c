@@ -37,7 +37,8 @@ void test_idx_k_known_answers(th_ctx_t *t) {
                                            .page_tokens = P,
                                            .page_stride_bytes = STRIDE,
                                            .num_pages = 1,
-                                           .eps = 1e-20f};
+                                           .eps = 1e-20f,
+                                           .k_stride_row = 128};
     const dsv4_indexer_k_store_args_t a = {k, gamma, pos, slot, cs, cache};
     TH_OK(t, dsv4_indexer_k_store_ref(&d, &a));
     th_cmp_bytes(t, "KAT-K1 page", cache, want, STRIDE);

@@ -35,7 +35,10 @@ void test_idx_q_known_answers(th_ctx_t *t) {
     const dsv4_indexer_q_desc_t d = {.num_tokens = 2,
                                      .num_heads = 1,
                                      .max_position = 2,
-                                     .head_scale = dsv4_bits_f32(0x3E3504F3u)};
+                                     .head_scale = dsv4_bits_f32(0x3E3504F3u),
+                                     .q_stride_token = 1 * 128,
+                                     .q_stride_head = 128,
+                                     .w_stride_token = 1};
     const dsv4_indexer_q_args_t a = {qq, w_raw, pos, cs, q8, w};
     TH_OK(t, dsv4_indexer_q_ref(&d, &a));
     /* (dim, code): amax 2.0 -> e = -7, s = 2^-7; values times 128 */
@@ -118,11 +121,32 @@ static void ref_case(th_ctx_t *t, dsv4_indexer_q_desc_t shape) {
 }
 
 void test_idx_q_vs_model(th_ctx_t *t) {
-    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 40, .num_heads = 32, .max_position = 256});
-    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 9, .num_heads = 64, .max_position = 64}); /* V4 */
-    ref_case(t, (dsv4_indexer_q_desc_t){
-                    .num_tokens = 5, .num_heads = 3, .max_position = 16, .softmax_scale = 0.3f, .head_scale = 2.0f});
-    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1, .num_heads = 1, .max_position = 1});
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 40,
+                                        .num_heads = 32,
+                                        .max_position = 256,
+                                        .q_stride_token = 32 * 128,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = 32});
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 9,
+                                        .num_heads = 64,
+                                        .max_position = 64,
+                                        .q_stride_token = 64 * 128,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = 64}); /* V4 */
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 5,
+                                        .num_heads = 3,
+                                        .max_position = 16,
+                                        .softmax_scale = 0.3f,
+                                        .head_scale = 2.0f,
+                                        .q_stride_token = 3 * 128,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = 3});
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1,
+                                        .num_heads = 1,
+                                        .max_position = 1,
+                                        .q_stride_token = 1 * 128,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = 1});
 }
 
 void test_idx_q_strided(th_ctx_t *t) {
@@ -132,7 +156,16 @@ void test_idx_q_strided(th_ctx_t *t) {
                                         .q_stride_token = 32 * 136 + 64,
                                         .w_stride_token = 37,
                                         .max_position = 128});
-    ref_case(t, (dsv4_indexer_q_desc_t){
-                    .num_tokens = 6, .num_heads = 4, .q_stride_token = 8192, .w_stride_token = 9, .max_position = 32});
-    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1, .num_heads = 2, .q_stride_token = 8, .max_position = 4});
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 6,
+                                        .num_heads = 4,
+                                        .q_stride_token = 8192,
+                                        .w_stride_token = 9,
+                                        .max_position = 32,
+                                        .q_stride_head = 128});
+    ref_case(t, (dsv4_indexer_q_desc_t){.num_tokens = 1,
+                                        .num_heads = 2,
+                                        .q_stride_token = 8,
+                                        .max_position = 4,
+                                        .q_stride_head = 128,
+                                        .w_stride_token = 2});
 }

@@ -274,10 +274,13 @@ void test_idx_topk_plans(th_ctx_t *t) {
                                   .ratio = 1,
                                   .num_reqs = 4,
                                   .block_table_width = 8192,
+                                  .block_table_stride = 8192,
                                   .page_tokens = 128,
                                   .page_stride_bytes = 17280,
                                   .num_pages = 40000,
-                                  .max_keys = 1 << 20};
+                                  .topk_stride = 512,
+                                  .max_keys = 1 << 20,
+                                  .candidate_stride = 2048};
     TH_OK(t, idx_topk_plan(&d, &p));
     /* 6 groups of 4 rows; 256 CTAs wanted -> 43 splits of 24,448 columns */
     TH_CHECK(t,
@@ -286,14 +289,14 @@ void test_idx_topk_plans(th_ctx_t *t) {
              "decode plan: R %lld groups %lld S %lld L %lld", (long long)p.group_rows, (long long)p.groups,
              (long long)p.splits, (long long)p.split_len);
     TH_CHECK(t, p.ws_bytes == (size_t)24 * 43 * 512 * 8, "workspace %zu", p.ws_bytes);
-    d.num_heads = 64, d.topk = 1024, d.num_rows = 4096, d.max_keys = 65536, d.candidate_mode = 1;
+    d.num_heads = 64, d.topk = d.topk_stride = 1024, d.num_rows = 4096, d.max_keys = 65536, d.candidate_mode = 1;
     TH_OK(t, idx_topk_plan(&d, &p));
     TH_CHECK(t,
              p.group_rows == 2 && p.splits == 1 && p.split_len == 65536 &&
                  p.ws_bytes == (size_t)4096 * 1024 * 8 + (size_t)4096 * 8192 * 4,
              "prefill plan: R %lld S %lld L %lld ws %zu", (long long)p.group_rows, (long long)p.splits,
              (long long)p.split_len, p.ws_bytes);
-    d.topk = 2048, d.num_heads = 32, d.num_splits = 7, d.max_keys = 1000;
+    d.topk = d.topk_stride = 2048, d.num_heads = 32, d.num_splits = 7, d.max_keys = 1000;
     TH_OK(t, idx_topk_plan(&d, &p));
     TH_CHECK(t, p.group_rows == 1 && p.splits == 7 && p.split_len == 192, "forced: R %lld S %lld L %lld",
              (long long)p.group_rows, (long long)p.splits, (long long)p.split_len);

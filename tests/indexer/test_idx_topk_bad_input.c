@@ -57,11 +57,15 @@ void test_idx_bad_input_topk(th_ctx_t *t) {
                                            .ratio = 1,
                                            .num_reqs = 1,
                                            .block_table_width = W,
+                                           .block_table_stride = W,
                                            .page_tokens = P,
                                            .page_stride_bytes = STRIDE,
                                            .num_pages = PAGES,
+                                           .topk_stride = K,
                                            .max_keys = 100,
-                                           .candidate_mode = 1};
+                                           .candidate_mode = 1,
+                                           .candidate_count = 2048,
+                                           .candidate_stride = 2048};
     const dsv4_indexer_topk_args_t ga = {b.q8, b.w, b.pos, b.req, b.valid, b.bt, b.cache, b.topk, b.cand};
     size_t ws = 0;
     TH_OK(t, dsv4_indexer_topk_workspace_size(&good, &ws));
@@ -143,6 +147,7 @@ void test_idx_bad_input_logits(th_ctx_t *t) {
                                              .ratio = 2,
                                              .num_reqs = 1,
                                              .block_table_width = W,
+                                             .block_table_stride = W,
                                              .page_tokens = P,
                                              .page_stride_bytes = STRIDE,
                                              .num_pages = PAGES,

@@ -71,9 +71,11 @@ void test_idx_gpu_mma_pairs(th_ctx_t *t) {
                                      .ratio = 1,
                                      .num_reqs = 1,
                                      .block_table_width = N / P,
+                                     .block_table_stride = N / P,
                                      .page_tokens = P,
                                      .page_stride_bytes = P * 132,
                                      .num_pages = N / P,
+                                     .topk_stride = 1,
                                      .max_keys = N};
     c.q8_bytes = (size_t)N * H * 128;
     c.q8 = calloc(c.q8_bytes, 1), c.w = calloc((size_t)N * H, 4), c.pos = malloc(N * 8), c.req = calloc(N, 4);

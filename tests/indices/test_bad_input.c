@@ -100,7 +100,7 @@ static const mut_t tp_muts[] = {
     COMMON_MUTS,
     TT_DESC_MUTS(TTD),
     /* T * K must stay below 2^31 (indptr is int32) */
-    {M_DESC_FIELD, offsetof(TTD, num_tokens), INT64_C(1) << 28, offsetof(TTD, topk), 64, DSV4_STATUS_INVALID_VALUE,
+    {M_DESC_FIELD, offsetof(TTD, num_tokens), INT32_MAX, offsetof(TTD, topk), 8, DSV4_STATUS_INVALID_VALUE,
      "num_tokens * topk"},
     TT_INPUT_MUTS(TPA),
     PTR_NULL(TPA, lens),
@@ -309,17 +309,17 @@ static void suite(th_ctx_t *t, const op_api_t *api, const mut_t *muts, size_t n,
 static void all_suites(th_ctx_t *t, bufs_t *b, dsv4_stream_t stream) {
     void **p = b->p;
     /* translate: T 4, K 8, R 2, width 4, P 16; the packed variant needs one group (4 B) */
-    const TTD td = {4, 8, 2, 4, 16, 0, 0, 0};
+    const TTD td = {4, 8, 2, 4, 16, 8, 4, 8};
     const TTA ta = {p[0], p[1], p[2], p[3], p[7], p[8]};
     const TPA pa = {p[0], p[1], p[2], p[3], p[8], p[9], p[10]};
     SUITE(topk_translate_api, tt_muts, td, ta, NULL, 0);
     SUITE(topk_translate_packed_api, tp_muts, td, pa, p[11], 4);
     /* combine: T 4, R 2, TOP_K 4, K_w 8, W 4, r 1, M 64, N 16 -> C 128 */
-    const CD cd = {4, 2, 4, 8, 0, 4, 1, 64, 16, 0, DSV4_COMBINE_V4_1};
+    const CD cd = {4, 2, 4, 8, 8, 4, 1, 64, 16, 128, DSV4_COMBINE_V4_1};
     const CA ca = {p[0], p[4], p[5], p[6], p[7], p[8]};
     SUITE(combine_topk_swa_api, cmb_muts, cd, ca, NULL, 0);
     /* decode SWA: T 4, R 2, W 128, P 16, width 4 (positions: the zeroed token_to_req buffer) */
-    const DD dd = {4, 2, 128, 16, 4, 0, 0};
+    const DD dd = {4, 2, 128, 16, 4, 4, 128};
     const DA da = {p[1], p[1], p[3], p[2], p[7], p[8]};
     SUITE(decode_swa_indices_api, dsw_muts, dd, da, NULL, 0);
 }

@@ -133,12 +133,12 @@ static void cmb_case_make(th_rng_t *r, cmb_case_t *c, int64_t R, int64_t T_targe
     d->num_reqs = R;
     d->topk = TOP_K;
     d->topk_cols = TOP_K + ((flags & CMB_PAD) ? th_rng_range(r, 0, 5) : 0);
-    d->topk_stride = (flags & CMB_PAD) ? d->topk_cols + th_rng_range(r, 1, 3) : 0;
+    d->topk_stride = d->topk_cols + ((flags & CMB_PAD) ? th_rng_range(r, 1, 3) : 0);
     d->window = W;
     d->ratio = ratio;
     d->swa_row0 = ratio ? (max_model_len + ratio - 1) / ratio : 0;
     d->slab_rows = d->swa_row0 + W + T_target + 64;
-    d->out_stride = (flags & CMB_PAD) ? dsv4_combine_topk_swa_cols(TOP_K, W) + 4 * th_rng_range(r, 1, 3) : 0;
+    d->out_stride = dsv4_combine_topk_swa_cols(TOP_K, W) + ((flags & CMB_PAD) ? 4 * th_rng_range(r, 1, 3) : 0);
     d->mode = mode;
 
     const int64_t ts = d->topk_stride ? d->topk_stride : d->topk_cols;

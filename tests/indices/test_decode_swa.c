@@ -34,8 +34,8 @@ int dsw_gpu(th_ctx_t *t, const char *name, const dsv4_decode_swa_indices_desc_t 
 
 static void dsw_case(th_ctx_t *t, int64_t T, int64_t R, int64_t W, int64_t P, int64_t width, int pad, size_t out_off) {
     th_rng_t *r = th_rng(t);
-    dsv4_decode_swa_indices_desc_t d = {T, R, W, P, width, pad ? width + 2 : 0, pad ? W + 3 : 0};
-    const int64_t bst = d.block_table_stride ? d.block_table_stride : width, os = d.out_stride ? d.out_stride : W;
+    const int64_t bst = pad ? width + 2 : width, os = pad ? W + 3 : W;
+    dsv4_decode_swa_indices_desc_t d = {T, R, W, P, width, bst, os};
     int32_t *t2r = malloc((size_t)(T + 1) * 4), *pos = malloc((size_t)(T + 1) * 4);
     int32_t *table = malloc((size_t)(R * bst) * 4);
     uint8_t *valid = malloc((size_t)T + 1);

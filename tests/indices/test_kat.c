@@ -51,7 +51,7 @@ static const int32_t lc_packed[] = {20, 27, 21, -1};
 
 static const kat_tt_t kat_tt[] = {
     {"translate two requests",
-     {3, 4, 2, 4, 4, 0, 0, 0},
+     {3, 4, 2, 4, 4, 4, 4, 4},
      k1_topk,
      k1_t2r,
      k1_table,
@@ -62,7 +62,7 @@ static const kat_tt_t kat_tt[] = {
      k2_packed,
      NV(k2_packed)},
     {"translate library choices",
-     {3, 5, 1, 2, 4, 0, 0, 0},
+     {3, 5, 1, 2, 4, 5, 2, 5},
      lc_topk,
      lc_t2r,
      lc_table,
@@ -132,8 +132,8 @@ static const int32_t dc_want[] = {14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
 static const int32_t dc_lens[] = {4, 0, 0, 0};
 
 static const kat_dsw_t kat_dsw[] = {
-    {"decode SWA two requests", {3, 2, 4, 4, 3, 0, 0}, k3_t2r, k3_pos, k3_table, k3_valid, k3_want, k3_lens},
-    {"decode SWA library choices", {4, 1, 4, 4, 1, 0, 0}, dc_t2r, dc_pos, dc_table, dc_valid, dc_want, dc_lens},
+    {"decode SWA two requests", {3, 2, 4, 4, 3, 3, 4}, k3_t2r, k3_pos, k3_table, k3_valid, k3_want, k3_lens},
+    {"decode SWA library choices", {4, 1, 4, 4, 1, 1, 4}, dc_t2r, dc_pos, dc_table, dc_valid, dc_want, dc_lens},
 };
 
 static void run_kat_dsw(th_ctx_t *t, const kat_dsw_t *k, int gpu, size_t off) {
@@ -167,7 +167,8 @@ static void kc_init(kat_cmb_t *k, const char *name, int64_t mode, int64_t T, int
                     int64_t TOP_K, int64_t M, int64_t N) {
     memset(k, 0, sizeof *k);
     strncpy(k->name, name, sizeof k->name - 1);
-    dsv4_combine_topk_swa_desc_t d = {T, R, TOP_K, TOP_K, 0, W, r, M, N, 0, mode};
+    dsv4_combine_topk_swa_desc_t d = {T,   R, TOP_K, TOP_K, TOP_K, W, r, M, N, dsv4_combine_topk_swa_cols(TOP_K, W),
+                                      mode};
     k->d = d;
     k->has_topk = TOP_K > 0;
 }

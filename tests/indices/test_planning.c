@@ -59,7 +59,7 @@ void test_idx_planning(th_ctx_t *t) {
                  (int64_t)groups * rows >= Ts[i] && (Ts[i] == 0 ? groups == 0 : (int64_t)(groups - 1) * rows < Ts[i]),
                  "T=%lld: %d groups of %d rows", (long long)Ts[i], groups, rows);
         if (Ts[i] <= 8192) TH_CHECK(t, rows == 4, "T=%lld: %d rows per group, want 4", (long long)Ts[i], rows);
-        dsv4_topk_translate_desc_t d = {Ts[i], 0, 1, 1, 1, 0, 0, 0};
+        dsv4_topk_translate_desc_t d = {Ts[i], 0, 1, 1, 1, 0, 1, 0};
         size_t bytes = 1;
         TH_OK(t, dsv4_topk_translate_packed_workspace_size(&d, &bytes));
         TH_CHECK(t, bytes == (size_t)groups * 4, "T=%lld: workspace %zu bytes, want %d * 4", (long long)Ts[i], bytes,
@@ -74,12 +74,14 @@ void test_idx_planning(th_ctx_t *t) {
         TH_CHECK(t, dsv4_combine_topk_swa_cols(cols[i][0], cols[i][1]) == cols[i][2],
                  "cols(%lld, %lld) = %lld, want %lld", (long long)cols[i][0], (long long)cols[i][1],
                  (long long)dsv4_combine_topk_swa_cols(cols[i][0], cols[i][1]), (long long)cols[i][2]);
-    dsv4_combine_topk_swa_desc_t cd = {8192, 4, 512, 512, 0, 128, 4, 100000, 50000, 0, 0};
+    dsv4_combine_topk_swa_desc_t cd = {8192, 4, 512,    512,   512,
+                                       128,  4, 100000, 50000, dsv4_combine_topk_swa_cols(512, 128),
+                                       0};
     size_t bytes = 1;
     TH_OK(t, dsv4_combine_topk_swa_check(&cd));
     TH_OK(t, dsv4_combine_topk_swa_workspace_size(&cd, &bytes));
     TH_CHECK(t, bytes == 0, "combine workspace %zu", bytes);
-    dsv4_decode_swa_indices_desc_t dd = {512, 256, 128, 64, 2048, 0, 0};
+    dsv4_decode_swa_indices_desc_t dd = {512, 256, 128, 64, 2048, 2048, 128};
     TH_OK(t, dsv4_decode_swa_indices_check(&dd));
     TH_OK(t, dsv4_decode_swa_indices_workspace_size(&dd, &bytes));
     TH_CHECK(t, bytes == 0, "decode SWA workspace %zu", bytes);

@@ -131,11 +131,11 @@ void tt_case_make(th_rng_t *r, tt_case_t *c, int64_t T, int64_t K, int64_t R, in
     d->num_reqs = R;
     d->block_table_width = width;
     d->page_tokens = bs;
-    d->topk_stride = pad ? K + th_rng_range(r, 1, 5) : 0;
+    d->topk_stride = pad ? K + th_rng_range(r, 1, 5) : K;
     /* pad 2: a table stride that keeps rows 16-byte aligned past a width that is not a
      * multiple of 4 (staging stops at the last whole chunk of the row). */
-    d->block_table_stride = pad == 2 ? (width + 3) / 4 * 4 + 4 : pad ? width + th_rng_range(r, 1, 3) : 0;
-    d->out_stride = pad ? K + th_rng_range(r, 1, 6) : 0;
+    d->block_table_stride = pad == 2 ? (width + 3) / 4 * 4 + 4 : pad ? width + th_rng_range(r, 1, 3) : width;
+    d->out_stride = pad ? K + th_rng_range(r, 1, 6) : K;
     const int64_t ts = d->topk_stride ? d->topk_stride : K, bst = d->block_table_stride ? d->block_table_stride : width;
     c->topk = malloc((size_t)(T * ts + 1) * 4);
     c->t2r = malloc((size_t)(T + 1) * 4);

@@ -247,11 +247,15 @@ void kvt_roundtrip_descs(kvt_geom_t g, int64_t T, dsv4_kv_insert_desc_t *di, dsv
     *di = (dsv4_kv_insert_desc_t){.num_tokens = T,
                                   .page_tokens = g.P,
                                   .page_stride_bytes = g.stride,
-                                  .num_pages = g.num_pages};
+                                  .num_pages = g.num_pages,
+                                  .k_stride_row = 512};
     *dg = (dsv4_kv_gather_desc_t){.num_reqs = 1,
                                   .block_table_width = g.num_pages,
                                   .out_rows = T,
                                   .page_tokens = g.P,
                                   .page_stride_bytes = g.stride,
-                                  .num_pages = g.num_pages};
+                                  .num_pages = g.num_pages,
+                                  .block_table_stride = g.num_pages,
+                                  .out_stride_req = T * 512,
+                                  .out_stride_row = 512};
 }

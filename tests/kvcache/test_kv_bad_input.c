@@ -89,7 +89,7 @@ void test_kv_bad_input_insert(th_ctx_t *t) {
     for (int i = 0; i < 4; ++i) slots[i] = i;
     memset(cache, 0x77, 2 * 37440 + 64);
     memcpy(keep, cache, 2 * 37440 + 64);
-    const dsv4_kv_insert_desc_t good = {4, 0, 64, 37440, 2};
+    const dsv4_kv_insert_desc_t good = {4, 512, 64, 37440, 2};
     const dsv4_kv_insert_args_t ga = {k, slots, cache};
     expect_null_desc(t, &insert_api, &good, &ga);
     dsv4_kv_insert_desc_t d;
@@ -139,7 +139,10 @@ void test_kv_bad_input_swa(th_ctx_t *t) {
                                            .page_tokens = 32,
                                            .page_stride_bytes = 19008,
                                            .num_pages = 1,
-                                           .eps = 1e-6f};
+                                           .eps = 1e-6f,
+                                           .q_stride_token = 3 * 512,
+                                           .q_stride_head = 512,
+                                           .kv_stride_row = 512};
     const dsv4_kv_swa_write_args_t ga = {q, kv, pos, slots, cs, cache};
     expect_null_desc(t, &swa_api, &good, &ga);
     dsv4_kv_swa_write_desc_t d;
@@ -198,7 +201,10 @@ void test_kv_bad_input_gather(th_ctx_t *t) {
                                         .out_rows = 8,
                                         .page_tokens = 64,
                                         .page_stride_bytes = 37440,
-                                        .num_pages = 2};
+                                        .num_pages = 2,
+                                        .block_table_stride = 1,
+                                        .out_stride_req = 8 * 512,
+                                        .out_stride_row = 512};
     const dsv4_kv_gather_args_t ga = {cache, seq, glen, table, out};
     expect_null_desc(t, &gather_api, &good, &ga);
     dsv4_kv_gather_desc_t d;
@@ -243,7 +249,7 @@ void test_kv_bad_input_rope_insert(th_ctx_t *t) {
     for (int i = 0; i < 4; ++i) slots[i] = i, pos[i] = 2 * i + 1;
     memset(cache, 0x77, 2 * 37440 + 64);
     memcpy(keep, cache, 2 * 37440 + 64);
-    const dsv4_kv_rope_insert_desc_t good = {4, 0, 64, 37440, 2, 2, 4};
+    const dsv4_kv_rope_insert_desc_t good = {4, 512, 64, 37440, 2, 2, 4};
     const dsv4_kv_rope_insert_args_t ga = {x, pos, slots, cs, cache};
     expect_null_desc(t, &rope_api, &good, &ga);
     dsv4_kv_rope_insert_desc_t d;

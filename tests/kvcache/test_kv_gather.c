@@ -44,7 +44,10 @@ void test_kv_gather_known_answers(th_ctx_t *t) {
                                .offset = 2,
                                .page_tokens = 2,
                                .page_stride_bytes = 1728,
-                               .num_pages = 2};
+                               .num_pages = 2,
+                               .block_table_stride = 2,
+                               .out_stride_req = 8 * 512,
+                               .out_stride_row = 512};
     dsv4_kv_gather_args_t a = {cache, &L, &G, table, out};
     TH_OK(t, dsv4_kv_gather_ref(&d, &a));
     const uint16_t *row = out + 2 * 512;
@@ -142,9 +145,9 @@ void kvt_gather_case(th_rng_t *r, kvt_geom_t g, int64_t R, kvt_gather_case_t *c)
     c->desc.block_table_stride = c->width + th_rng_range(r, 0, 3);
     c->desc.offset = th_rng_range(r, 0, 1) ? 0 : th_rng_range(r, 1, 40);
     c->desc.out_rows = c->desc.offset + maxlen - th_rng_range(r, 0, 20); /* sometimes clips the last rows */
-    c->desc.out_stride_row = th_rng_range(r, 0, 1) ? 0 : 512 + 8 * th_rng_range(r, 1, 4);
-    const int64_t srow = c->desc.out_stride_row ? c->desc.out_stride_row : 512;
-    c->desc.out_stride_req = th_rng_range(r, 0, 1) ? 0 : c->desc.out_rows * srow + 8 * th_rng_range(r, 0, 9);
+    c->desc.out_stride_row = th_rng_range(r, 0, 1) ? 512 : 512 + 8 * th_rng_range(r, 1, 4);
+    const int64_t srow = c->desc.out_stride_row;
+    c->desc.out_stride_req = c->desc.out_rows * srow + (th_rng_range(r, 0, 1) ? 0 : 8 * th_rng_range(r, 0, 9));
     /* the hint only sizes the grid: unknown, exact, or far too small (one worker per request,
      * so every warp strides over many rows) */
     const int64_t hint = th_rng_range(r, 0, 2);
@@ -236,7 +239,10 @@ void test_kv_plans(th_ctx_t *t) {
                                 .out_rows = 131072,
                                 .page_tokens = 64,
                                 .page_stride_bytes = 37440,
-                                .num_pages = 10};
+                                .num_pages = 10,
+                                .block_table_stride = 10,
+                                .out_stride_req = 131072 * 512,
+                                .out_stride_row = 512};
     TH_OK(t, kv_gather_plan(&gd, &gp));
     TH_CHECK(t, gp.workers == KV_GATHER_MAX_WORKERS, "131072 rows: %lld workers", (long long)gp.workers);
     TH_CHECK(t, gp.out_stride_row == 512 && gp.out_stride_req == 131072 * 512 && gp.block_table_stride == 10,
@@ -251,7 +257,8 @@ void test_kv_plans(th_ctx_t *t) {
     TH_CHECK(t, gp.workers == 1, "no room: %lld workers", (long long)gp.workers);
 
     kv_insert_plan_t ip;
-    dsv4_kv_insert_desc_t id = {.num_tokens = 65537, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 3};
+    dsv4_kv_insert_desc_t id = {
+        .num_tokens = 65537, .page_tokens = 64, .page_stride_bytes = 37440, .num_pages = 3, .k_stride_row = 512};
     TH_OK(t, kv_insert_plan(&id, &ip));
     TH_CHECK(t, ip.blocks == (65537 + KV_INSERT_WARPS - 1) / KV_INSERT_WARPS && ip.k_stride_row == 512,
              "insert plan %lld blocks stride %lld", (long long)ip.blocks, (long long)ip.k_stride_row);
@@ -265,7 +272,10 @@ void test_kv_plans(th_ctx_t *t) {
                                    .page_tokens = 32,
                                    .page_stride_bytes = 19008,
                                    .num_pages = 300,
-                                   .eps = 1e-6f};
+                                   .eps = 1e-6f,
+                                   .q_stride_token = 64 * 512,
+                                   .q_stride_head = 512,
+                                   .kv_stride_row = 512};
     TH_OK(t, kv_swa_plan(&sd, &sp));
     TH_CHECK(t, sp.tasks_per_token == 65 && sp.blocks == (8192 * 65 + KV_SWA_WARPS - 1) / KV_SWA_WARPS,
              "swa plan: %lld tasks per token, %lld blocks", (long long)sp.tasks_per_token, (long long)sp.blocks);
@@ -273,6 +283,7 @@ void test_kv_plans(th_ctx_t *t) {
              "swa defaults %lld %lld %lld", (long long)sp.q_stride_head, (long long)sp.q_stride_token,
              (long long)sp.kv_stride_row);
     sd.num_heads_padded = 0;
+    sd.q_stride_token = 60 * 512;
     TH_OK(t, kv_swa_plan(&sd, &sp));
     TH_CHECK(t, sp.heads_padded == 60 && sp.q_stride_token == 60 * 512, "padded 0 means num_heads");
 }

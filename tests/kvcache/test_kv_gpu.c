@@ -251,7 +251,7 @@ void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t) {
     void *s = th_stream_create(t);
     dsv4_stream_t st = DSV4_STREAM(s);
     int64_t *slots = th_ptr(&dmeta); /* contents irrelevant: nothing may launch */
-    dsv4_kv_insert_desc_t di = {4, 0, 64, 37440, 4};
+    dsv4_kv_insert_desc_t di = {4, 512, 64, 37440, 4};
     dsv4_kv_insert_args_t ai = {th_ptr(&dk), slots, th_ptr(&dc)};
     ai.k = (const uint16_t *)((const char *)th_ptr(&dk) + 2);
     TH_EXPECT_STATUS(t, dsv4_kv_insert(&di, &ai, NULL, 0, st), DSV4_STATUS_MISALIGNED);
@@ -270,7 +270,10 @@ void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t) {
                                    .page_tokens = 64,
                                    .page_stride_bytes = 37440,
                                    .num_pages = 4,
-                                   .eps = -1.0f};
+                                   .eps = -1.0f,
+                                   .q_stride_token = 2 * 512,
+                                   .q_stride_head = 512,
+                                   .kv_stride_row = 512};
     dsv4_kv_swa_write_args_t as = {th_ptr(&dq), th_ptr(&dk), slots, slots, th_ptr(&dk), th_ptr(&dc)};
     TH_EXPECT_STATUS(t, dsv4_kv_swa_write(&ds, &as, NULL, 0, st), DSV4_STATUS_INVALID_VALUE);
     ds.eps = 1e-6f, as.cos_sin_cache = (const float *)((const char *)th_ptr(&dk) + 4);
@@ -283,7 +286,9 @@ void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t) {
                                 .out_stride_row = 516,
                                 .page_tokens = 64,
                                 .page_stride_bytes = 37440,
-                                .num_pages = 4};
+                                .num_pages = 4,
+                                .block_table_stride = 1,
+                                .out_stride_req = 8 * 516};
     dsv4_kv_gather_args_t ag = {th_ptr(&dc), i32, NULL, i32, th_ptr(&dout)};
     TH_EXPECT_STATUS(t, dsv4_kv_gather(&dg, &ag, NULL, 0, st), DSV4_STATUS_MISALIGNED);
     dg.out_stride_row = 0, dg.offset = 9;

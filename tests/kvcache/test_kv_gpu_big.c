@@ -75,7 +75,7 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
         slots[i] = i % 16 == 5 ? -1 : wpages[i / 64] * BIG_P + (i * 37) % 64;
         cslots[i] = compact_slot(slots[i]);
     }
-    dsv4_kv_insert_desc_t di = {T, 0, BIG_P, BIG_STRIDE, BIG_PAGES}, ci = {T, 0, BIG_P, BIG_STRIDE, NW};
+    dsv4_kv_insert_desc_t di = {T, 512, BIG_P, BIG_STRIDE, BIG_PAGES}, ci = {T, 512, BIG_P, BIG_STRIDE, NW};
     th_buf_t dk = kvt_dev_from(k, (size_t)T * 1024), ds = kvt_dev_from(slots, (size_t)T * 8);
     dsv4_kv_insert_args_t ai = {th_ptr(&dk), th_ptr(&ds), th_ptr(&dc)}, hi = {k, cslots, image};
     TH_OK(t, dsv4_kv_insert_ref(&ci, &hi));
@@ -107,7 +107,10 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
                                     .page_tokens = BIG_P,
                                     .page_stride_bytes = BIG_STRIDE,
                                     .num_pages = BIG_PAGES,
-                                    .eps = 1e-6f};
+                                    .eps = 1e-6f,
+                                    .q_stride_token = H * 512,
+                                    .q_stride_head = 512,
+                                    .kv_stride_row = 512};
     dsv4_kv_swa_write_desc_t csw = dsw;
     csw.num_pages = NW;
     dsv4_kv_swa_write_args_t asw = {th_ptr(&dq), th_ptr(&dkv), th_ptr(&dpos), th_ptr(&dss), th_ptr(&dcs), th_ptr(&dc)};
@@ -125,7 +128,10 @@ void test_kv_gpu_big_offset(th_ctx_t *t) {
                                 .out_rows = L,
                                 .page_tokens = BIG_P,
                                 .page_stride_bytes = BIG_STRIDE,
-                                .num_pages = BIG_PAGES};
+                                .num_pages = BIG_PAGES,
+                                .block_table_stride = NW,
+                                .out_stride_req = L * 512,
+                                .out_stride_row = 512};
     dsv4_kv_gather_desc_t cgd = dg;
     cgd.num_pages = NW;
     dsv4_kv_gather_args_t ag = {th_ptr(&dc), th_ptr(&dl), NULL, th_ptr(&dt), th_ptr(&dout)};

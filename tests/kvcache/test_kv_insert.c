@@ -52,7 +52,8 @@ void test_kv_quant_elem_all(th_ctx_t *t) {
 /* One token into a P = 2 page of 1,728 bytes (a V4 C128A page), slot id 1. */
 static void insert_one(th_ctx_t *t, const uint16_t *row, uint8_t *page) {
     const int64_t slot = 1;
-    dsv4_kv_insert_desc_t d = {.num_tokens = 1, .page_tokens = 2, .page_stride_bytes = 1728, .num_pages = 1};
+    dsv4_kv_insert_desc_t d = {
+        .num_tokens = 1, .page_tokens = 2, .page_stride_bytes = 1728, .num_pages = 1, .k_stride_row = 512};
     dsv4_kv_insert_args_t a = {.k = row, .slot_mapping = &slot, .cache = page};
     memset(page, 0xA5, 1728);
     TH_OK(t, dsv4_kv_insert_ref(&d, &a));

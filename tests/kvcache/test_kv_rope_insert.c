@@ -83,7 +83,8 @@ void test_kv_rope_insert_known_answers(th_ctx_t *t) {
                                     .page_stride_bytes = stride,
                                     .num_pages = 1,
                                     .ratio = 2,
-                                    .max_position = max_pos};
+                                    .max_position = max_pos,
+                                    .latent_stride_row = 512};
     const dsv4_kv_rope_insert_args_t a = {x, pos, slots, cs, got};
     TH_OK(t, dsv4_kv_rope_insert_ref(&d, &a));
     /* Row 0 at slot 3: all 1.0, quarter turn -> pairs (-1, 1); NoPE codes 0x78 enc 0x77. */
@@ -130,7 +131,7 @@ void test_kv_rope_insert_form_t(th_ctx_t *t) {
             cs[i] = dsv4_bits_f32(cases[n].c), cs[32 + i] = dsv4_bits_f32(cases[n].s);
         }
         int64_t pos = 0, slot = 0;
-        const dsv4_kv_rope_insert_desc_t d = {1, 0, g.P, g.stride, 1, 1, 1};
+        const dsv4_kv_rope_insert_desc_t d = {1, 512, g.P, g.stride, 1, 1, 1};
         const dsv4_kv_rope_insert_args_t a = {x, &pos, &slot, cs, cache};
         TH_OK(t, dsv4_kv_rope_insert_ref(&d, &a));
         const uint16_t yb = (uint16_t)(cache[450] | cache[451] << 8);

@@ -67,7 +67,10 @@ static void one_token_make(swa_one_token_t *k, float eps) {
                                       .page_tokens = 64,
                                       .page_stride_bytes = 37440,
                                       .num_pages = 1,
-                                      .eps = eps};
+                                      .eps = eps,
+                                      .q_stride_token = 4 * 512,
+                                      .q_stride_head = 512,
+                                      .kv_stride_row = 512};
     k->a = (dsv4_kv_swa_write_args_t){k->q, k->kv, &k->pos, &k->slot, k->cs, k->page};
 }
 static void one_token_free(swa_one_token_t *k) { free(k->q), free(k->kv), free(k->cs), free(k->page); }
@@ -137,14 +140,17 @@ void test_kv_swa_kv_equals_insert(th_ctx_t *t) {
                                   .page_tokens = g.P,
                                   .page_stride_bytes = g.stride,
                                   .num_pages = g.num_pages,
-                                  .eps = 1e-6f};
+                                  .eps = 1e-6f,
+                                  .q_stride_token = 1 * 512,
+                                  .q_stride_head = 512};
     dsv4_kv_swa_write_args_t a = {q, kv, pos, slots, cs, got};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
     kvt_cmp_cache(t, "swa_ref kv vs model of insert(bf16(rope(kv)))", g, got, model);
     dsv4_kv_insert_desc_t di = {.num_tokens = Ni,
                                 .page_tokens = g.P,
                                 .page_stride_bytes = g.stride,
-                                .num_pages = g.num_pages};
+                                .num_pages = g.num_pages,
+                                .k_stride_row = 512};
     dsv4_kv_insert_args_t ai = {rot, slots, via_insert};
     TH_OK(t, dsv4_kv_insert_ref(&di, &ai));
     kvt_cmp_cache(t, "swa_ref kv vs dsv4_kv_insert_ref(bf16(rope(kv)))", g, got, via_insert);
@@ -182,7 +188,8 @@ void test_kv_swa_q_vs_fp64(th_ctx_t *t) {
                                   .page_tokens = 32,
                                   .page_stride_bytes = 19008,
                                   .num_pages = 1,
-                                  .eps = eps};
+                                  .eps = eps,
+                                  .kv_stride_row = 512};
     dsv4_kv_swa_write_args_t a = {q, kv, pos, &slot, cs, cache};
     TH_OK(t, dsv4_kv_swa_write_ref(&d, &a));
     uint32_t worst = 0;
@@ -311,7 +318,8 @@ void test_kv_swa_skip_q_norm_random(th_ctx_t *t) {
                                   .page_tokens = g.P,
                                   .page_stride_bytes = g.stride,
                                   .num_pages = g.num_pages,
-                                  .eps = 0.0f};
+                                  .eps = 0.0f,
+                                  .kv_stride_row = 512};
     dsv4_kv_swa_write_args_t a = {q, kv, pos, slots, cs, cache};
     run_both_modes(t, d, a, qn, kvt_cache_bytes(g), cache_norm);
     uint16_t *want = malloc(qn * 2), row[512];

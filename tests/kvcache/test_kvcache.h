@@ -61,5 +61,7 @@ void test_kv_gpu_big_offset(th_ctx_t *t);
 void test_kv_gpu_bad_input_writes_nothing(th_ctx_t *t);
 void test_kv_gpu_graph_capture(th_ctx_t *t);
 void test_kv_gpu_rope_insert(th_ctx_t *t);
+void test_kv_duplicate_slots_ref(th_ctx_t *t);
+void test_kv_gpu_duplicate_slots(th_ctx_t *t);
 
 #endif

@@ -30,6 +30,8 @@ static const th_test_t tests[] = {
     {"kvcache.gpu_bad_input_writes_nothing", test_kv_gpu_bad_input_writes_nothing, TH_GPU},
     {"kvcache.gpu_graph_capture", test_kv_gpu_graph_capture, TH_GPU},
     {"kvcache.gpu_rope_insert", test_kv_gpu_rope_insert, TH_GPU},
+    {"kvcache.duplicate_slots_ref", test_kv_duplicate_slots_ref, TH_CPU},
+    {"kvcache.gpu_duplicate_slots", test_kv_gpu_duplicate_slots, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }

@@ -6,6 +6,9 @@
 
 /* CPU */
 void test_plan_routing(th_ctx_t *t);
+void test_plan_batch_invariant(th_ctx_t *t);
+void test_gates_batch_invariant_gpu(th_ctx_t *t);
+void test_gates_stale_tags_gpu(th_ctx_t *t);
 void test_post_ref_known(th_ctx_t *t);
 void test_post_ref_random(th_ctx_t *t);
 void test_collapse_ref(th_ctx_t *t);

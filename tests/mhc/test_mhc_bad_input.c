@@ -30,7 +30,8 @@ static void expect(th_ctx_t *t, dsv4_status_t got, dsv4_status_t want, const cha
 
 /* ---- seam ---------------------------------------------------------------------------------- */
 static void seam_valid(dsv4_mhc_seam_desc_t *d, dsv4_mhc_seam_args_t *a) {
-    const dsv4_mhc_seam_desc_t d0 = {12, 5120, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    const dsv4_mhc_seam_desc_t d0 = {12,       5120,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 5120,
+                                     4 * 5120, 4 * 5120, 5120,         5120};
     const dsv4_mhc_seam_args_t a0 = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6),
                                      FAKE(7),  FAKE(8),  FAKE(9),  FAKE(10), FAKE(11), FAKE(12),
                                      FAKE(13), FAKE(14), FAKE(15), FAKE(16), NULL};
@@ -160,7 +161,7 @@ static void bad_seam(th_ctx_t *t) {
 /* ---- the other operators: NULL desc/args/pointers, sizes, alignment, overlap, stream ---------- */
 static void bad_post(th_ctx_t *t) {
     const char *op = "mhc_post";
-    dsv4_mhc_post_desc_t d = {16, 4096, 0, 0, 0};
+    dsv4_mhc_post_desc_t d = {16, 4096, 4096, 4 * 4096, 4 * 4096};
     dsv4_mhc_post_args_t a = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6)}, b;
     size_t ws = 1;
     TH_OK(t, dsv4_mhc_post_workspace_size(&d, &ws));
@@ -206,7 +207,7 @@ static void bad_post(th_ctx_t *t) {
 
 static void bad_collapse(th_ctx_t *t) {
     const char *op = "mhc_collapse";
-    dsv4_mhc_collapse_desc_t d = {3, 7168, DSV4_MHC_V41, 1e-20f, 0, 0, 0}, e;
+    dsv4_mhc_collapse_desc_t d = {3, 7168, DSV4_MHC_V41, 1e-20f, 4 * 7168, 7168, 7168}, e;
     dsv4_mhc_collapse_args_t a = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5)}, b;
     expect(t, dsv4_mhc_collapse_check(NULL), DSV4_STATUS_NULL_POINTER, op, "desc", "check NULL");
     expect(t, dsv4_mhc_collapse(NULL, &a, NULL, 0, fake_stream), DSV4_STATUS_NULL_POINTER, op, "desc", "NULL desc");
@@ -234,7 +235,7 @@ static void bad_collapse(th_ctx_t *t) {
 
 static void bad_gates_pre(th_ctx_t *t) {
     const char *op = "mhc_gates";
-    dsv4_mhc_gates_desc_t d = {20, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0}, e;
+    dsv4_mhc_gates_desc_t d = {20, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 4 * 4096}, e;
     dsv4_mhc_gates_args_t a = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(6), FAKE(7), FAKE(8), NULL, NULL}, b;
     size_t ws = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &ws));
@@ -265,7 +266,9 @@ static void bad_gates_pre(th_ctx_t *t) {
     expect(t, dsv4_mhc_gates(&d, &a, fake_ws, big_ws, NULL), DSV4_STATUS_NULL_POINTER, op, "stream", "NULL stream");
 
     op = "mhc_pre";
-    dsv4_mhc_pre_desc_t pd = {6, 5120, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0}, pe;
+    dsv4_mhc_pre_desc_t pd = {6,      5120,     DSV4_MHC_V41, 0,    0,   DSV4_MHC_GATE_PARAMS_V41,
+                              1e-20f, 4 * 5120, 4 * 5120,     5120, 5120},
+                        pe;
     dsv4_mhc_pre_args_t pa = {FAKE(1), FAKE(2), FAKE(3),  FAKE(4), FAKE(5),  FAKE(6),  FAKE(7),
                               FAKE(8), FAKE(9), FAKE(10), NULL,    FAKE(12), FAKE(13), NULL},
                         pb;
@@ -363,20 +366,22 @@ static void bad_gates_pre(th_ctx_t *t) {
     } while (0)
 
 static void null_everywhere(th_ctx_t *t) {
-    dsv4_mhc_post_desc_t pd = {4, 4096, 0, 0, 0};
+    dsv4_mhc_post_desc_t pd = {4, 4096, 4096, 4 * 4096, 4 * 4096};
     dsv4_mhc_post_args_t pa = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), NULL};
     NULL_CASES(post, "mhc_post", &pd, &pa);
-    dsv4_mhc_collapse_desc_t cd = {4, 4096, 0, 1e-6f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {4, 4096, 0, 1e-6f, 4 * 4096, 4096, 4096};
     dsv4_mhc_collapse_args_t ca = {FAKE(1), NULL, NULL, FAKE(2), NULL};
     NULL_CASES(collapse, "mhc_collapse", &cd, &ca);
-    dsv4_mhc_gates_desc_t gd = {4, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 0};
+    dsv4_mhc_gates_desc_t gd = {4, 4096, 0, 0, DSV4_MHC_GATE_PARAMS_V4, 4 * 4096};
     dsv4_mhc_gates_args_t ga = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, FAKE(5), FAKE(6), FAKE(7), NULL, NULL};
     NULL_CASES(gates, "mhc_gates", &gd, &ga);
-    dsv4_mhc_pre_desc_t prd = {4, 4096, DSV4_MHC_V41, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t prd = {4,      4096,     DSV4_MHC_V41, 0,    0,   DSV4_MHC_GATE_PARAMS_V41,
+                               1e-20f, 4 * 4096, 4 * 4096,     4096, 4096};
     dsv4_mhc_pre_args_t pra = {FAKE(1), FAKE(2), FAKE(3), FAKE(4), NULL, NULL, FAKE(5),
                                FAKE(6), FAKE(7), FAKE(8), NULL,    NULL, NULL, NULL};
     NULL_CASES(pre, "mhc_pre", &prd, &pra);
-    dsv4_mhc_seam_desc_t sd = {4, 4096, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    dsv4_mhc_seam_desc_t sd = {4,        4096,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 4096,
+                               4 * 4096, 4 * 4096, 4096,         4096};
     dsv4_mhc_seam_args_t sa = {FAKE(1),  FAKE(2),  FAKE(3),  FAKE(4),  FAKE(5),  FAKE(6), FAKE(7), NULL, NULL,
                                FAKE(10), FAKE(11), FAKE(12), FAKE(13), FAKE(14), NULL,    NULL,    NULL};
     NULL_CASES(seam, "mhc_seam", &sd, &sa);
@@ -399,7 +404,8 @@ void test_bad_input(th_ctx_t *t) {
 /* T = 0: every run call checks the descriptor, args and stream, then does nothing, even
  * with NULL tensors; the references likewise. */
 void test_zero_tokens(th_ctx_t *t) {
-    dsv4_mhc_seam_desc_t sd = {0, 5120, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    dsv4_mhc_seam_desc_t sd = {0,        5120,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 5120,
+                               4 * 5120, 4 * 5120, 5120,         5120};
     dsv4_mhc_seam_args_t sa;
     memset(&sa, 0, sizeof sa);
     size_t ws = 1;
@@ -408,20 +414,20 @@ void test_zero_tokens(th_ctx_t *t) {
     TH_OK(t, dsv4_mhc_seam(&sd, &sa, NULL, 0, fake_stream));
     TH_OK(t, dsv4_mhc_seam_ref(&sd, &sa));
     expect(t, dsv4_mhc_seam(&sd, &sa, NULL, 0, NULL), DSV4_STATUS_NULL_POINTER, "mhc_seam", "stream", "T=0 stream");
-    dsv4_mhc_post_desc_t pd = {0, 4096, 0, 0, 0};
+    dsv4_mhc_post_desc_t pd = {0, 4096, 4096, 4 * 4096, 4 * 4096};
     dsv4_mhc_post_args_t pa;
     memset(&pa, 0, sizeof pa);
     TH_OK(t, dsv4_mhc_post(&pd, &pa, NULL, 0, fake_stream));
     TH_OK(t, dsv4_mhc_post_ref(&pd, &pa));
-    dsv4_mhc_collapse_desc_t cd = {0, 4096, 0, 1e-6f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {0, 4096, 0, 1e-6f, 4 * 4096, 4096, 4096};
     dsv4_mhc_collapse_args_t ca;
     memset(&ca, 0, sizeof ca);
     TH_OK(t, dsv4_mhc_collapse(&cd, &ca, NULL, 0, fake_stream));
-    dsv4_mhc_gates_desc_t gd = {0, 4096, 1, 0, DSV4_MHC_GATE_PARAMS_V4, 0};
+    dsv4_mhc_gates_desc_t gd = {0, 4096, 1, 0, DSV4_MHC_GATE_PARAMS_V4, 4096};
     dsv4_mhc_gates_args_t ga;
     memset(&ga, 0, sizeof ga);
     TH_OK(t, dsv4_mhc_gates(&gd, &ga, NULL, 0, fake_stream));
-    dsv4_mhc_pre_desc_t prd = {0, 7168, DSV4_MHC_V4, 1, 0, DSV4_MHC_GATE_PARAMS_V4, 1e-6f, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t prd = {0, 7168, DSV4_MHC_V4, 1, 0, DSV4_MHC_GATE_PARAMS_V4, 1e-6f, 7168, 4 * 7168, 7168, 7168};
     dsv4_mhc_pre_args_t pra;
     memset(&pra, 0, sizeof pra);
     TH_OK(t, dsv4_mhc_pre(&prd, &pra, NULL, 0, fake_stream));

@@ -243,7 +243,7 @@ static void seam_with_split(th_ctx_t *t, int64_t T, int route) {
     const int64_t H = MC_MHC_HIDDEN;
     mt_seam_in_t in;
     mt_seam_in_make(th_rng(t), &in, T, H, 0, 1, 1, 1);
-    const dsv4_mhc_seam_desc_t desc = {T, H, DSV4_MHC_V41, route, mt_gate_params(0), 1e-20f, 0, 0, 0, 0, 0};
+    const dsv4_mhc_seam_desc_t desc = {T, H, DSV4_MHC_V41, route, mt_gate_params(0), 1e-20f, H, 4 * H, 4 * H, H, H};
     dsv4_mhc_plan_t pl;
     TH_OK(t, dsv4_mhc_plan(T, H, 0, route, &pl));
     char name[128];
@@ -300,7 +300,7 @@ static void gates_with_split(th_ctx_t *t, int64_t T, int64_t H, int bc, int rout
              (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core",
              route ? " (forced)" : "");
     const int before = th_failed(t);
-    const dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params(1), 0};
+    const dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params(1), (bc ? H : 4 * H)};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);

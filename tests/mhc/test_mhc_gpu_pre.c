@@ -64,7 +64,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     snprintf(name, sizeof name, "pre %s T=%lld H=%lld broadcast=%d premix=%d route=%s", variant ? "V4" : "V4.1",
              (long long)T, (long long)H, bc, premix, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core");
     const float eps = variant ? 1e-6f : 1e-20f;
-    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, route, mt_gate_params(variant), eps, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, route, mt_gate_params(variant), eps, (bc ? H : 4 * H), 4 * H, H, H};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_pre_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
@@ -93,7 +93,7 @@ static void gpu_pre_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
             for (int s = 0; s < 4; ++s)
                 mt_cmp_bf16(t, "broadcast copy vs e", grout + s * H, 4 * H, e, H, T, NULL, 1, H, 0);
         uint16_t *li2 = malloc((size_t)(T * H) * 2), *aux2 = malloc((size_t)(T * H) * 2);
-        dsv4_mhc_collapse_desc_t cd = {T, H, variant, eps, 0, 0, 0};
+        dsv4_mhc_collapse_desc_t cd = {T, H, variant, eps, 4 * H, H, H};
         dsv4_mhc_collapse_args_t ca = {bc ? grout : in.R, variant == DSV4_MHC_V4 ? gpre : in.premix, in.w, li2, aux2};
         TH_OK(t, dsv4_mhc_collapse_ref(&cd, &ca));
         mt_cmp_bf16(t, "layer_input vs collapse+norm reference (1 ulp)", gli, H, li2, H, T, NULL, 1, H, MT_ULP_NORM);
@@ -144,7 +144,7 @@ static void gpu_gates_case(th_ctx_t *t, int64_t T, int64_t H, int bc, int route,
     snprintf(name, sizeof name, "gates T=%lld H=%lld broadcast=%d route=%s%s sqrsum_given=%d", (long long)T,
              (long long)H, bc, pl.route == DSV4_MHC_ROUTE_SMALL_T ? "small-T" : "tensor-core", route ? " (forced)" : "",
              given_sq);
-    dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), 0};
+    dsv4_mhc_gates_desc_t d = {T, H, bc, route, mt_gate_params((int)(T % 2)), (bc ? H : 4 * H)};
     size_t wsb = 0;
     TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
     th_buf_t res = mt_dev(e, (size_t)(T * K) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
@@ -222,7 +222,8 @@ static void untouched(th_ctx_t *t, const char *what, const th_buf_t *b) {
 void test_bad_input_gpu(th_ctx_t *t) {
     mt_seam_in_t in;
     mt_seam_in_make(th_rng(t), &in, 12, 1024, 0, 1, 1, 0);
-    dsv4_mhc_seam_desc_t d = {12, 1024, DSV4_MHC_V41, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0};
+    dsv4_mhc_seam_desc_t d = {12,       1024,     DSV4_MHC_V41, 0,   DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 1024,
+                              4 * 1024, 4 * 1024, 1024,         1024};
     dseam_t s;
     dseam_make(&s, &in, &d, 1);
     void *st = th_stream_create(t);
@@ -245,22 +246,23 @@ void test_bad_input_gpu(th_ctx_t *t) {
                      DSV4_STATUS_INVALID_VALUE);
 
     /* post, collapse, gates, pre, fn_bcast on the same buffers */
-    dsv4_mhc_post_desc_t pd = {12, 1024, 0, 0, 0};
+    dsv4_mhc_post_desc_t pd = {12, 1024, 1024, 4 * 1024, 4 * 1024};
     dsv4_mhc_post_args_t pa = {
         th_ptr(&s.x),  th_ptr(&s.R), th_ptr(&s.post), th_ptr(&s.comb), (uint16_t *)((char *)th_ptr(&s.R_out) + 2),
         th_ptr(&s.mix)};
     TH_EXPECT_STATUS(t, dsv4_mhc_post(&pd, &pa, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
-    dsv4_mhc_collapse_desc_t cd = {12, 1024, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {12, 1024, DSV4_MHC_V41, 1e-20f, 4 * 1024, 1024, 1024};
     dsv4_mhc_collapse_args_t ca = {th_ptr(&s.R), th_ptr(&s.premix), th_ptr(&s.w), th_ptr(&s.li), th_ptr(&s.li)};
     TH_EXPECT_STATUS(t, dsv4_mhc_collapse(&cd, &ca, NULL, 0, DSV4_STREAM(st)), DSV4_STATUS_INVALID_VALUE);
-    dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 0};
+    dsv4_mhc_gates_desc_t gd = {12, 1024, 0, 0, DSV4_MHC_GATE_PARAMS_V41, 4 * 1024};
     dsv4_mhc_gates_args_t ga = {th_ptr(&s.R),        th_ptr(&s.fn),       th_ptr(&s.scale),   th_ptr(&s.base), NULL,
                                 th_ptr(&s.post_out), th_ptr(&s.comb_out), th_ptr(&s.pre_out), th_ptr(&s.mix),  NULL};
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), 16, DSV4_STREAM(st)), DSV4_STATUS_WORKSPACE_TOO_SMALL);
     ga.fn_split = (const uint16_t *)((const char *)th_ptr(&s.x) + 8); /* a misaligned fn_split */
     TH_EXPECT_STATUS(t, dsv4_mhc_gates(&gd, &ga, th_ptr(&s.ws), s.ws_bytes, DSV4_STREAM(st)), DSV4_STATUS_MISALIGNED);
     ga.fn_split = NULL;
-    dsv4_mhc_pre_desc_t prd = {12, 1024, DSV4_MHC_V41, 1, 0, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0};
+    dsv4_mhc_pre_desc_t prd = {12,     1024, DSV4_MHC_V41, 1,    0,   DSV4_MHC_GATE_PARAMS_V41,
+                               1e-20f, 1024, 4 * 1024,     1024, 1024};
     dsv4_mhc_pre_args_t pra = {th_ptr(&s.x),
                                th_ptr(&s.fn),
                                th_ptr(&s.scale),
@@ -292,5 +294,88 @@ void test_bad_input_gpu(th_ctx_t *t) {
     untouched(t, "workspace", &s.ws);
     dseam_inputs_unchanged(t, &s, &in);
     dseam_free(&s);
+    mt_seam_in_free(&in);
+}
+
+/* The batch-invariant route: token r of a 40-token batch and the same token alone give
+ * identical gate bits (post, comb, pre), for the residual and the broadcast projection. */
+void test_gates_batch_invariant_gpu(th_ctx_t *t) {
+    const int64_t T = 40, H = MC_MHC_HIDDEN, r = 23;
+    for (int bc = 0; bc < 2; ++bc) {
+        mt_seam_in_t in;
+        mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, 0);
+        const int64_t K = bc ? H : 4 * H, stride = bc ? in.xs : in.rs;
+        const uint16_t *e = bc ? in.x : in.R;
+        float *fnb = mt_fn_bcast_of(t, &in, H);
+        const float *fn = bc ? fnb : in.fn;
+        th_buf_t res = mt_dev(e, (size_t)(T * stride) * 2), dfn = mt_dev(fn, (size_t)(24 * K) * 4);
+        th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96);
+        float *got[2][3];
+        for (int alone = 0; alone < 2; ++alone) {
+            const int64_t n = alone ? 1 : T;
+            const dsv4_mhc_gates_desc_t d = {n, H, bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, mt_gate_params(0), stride};
+            size_t wsb = 0;
+            TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
+            th_buf_t post = mt_dev(NULL, (size_t)(16 * n)), comb = mt_dev(NULL, (size_t)(64 * n));
+            th_buf_t pre = mt_dev(NULL, (size_t)(16 * n)), ws = mt_dev(NULL, wsb ? wsb : 16);
+            const uint16_t *src = (const uint16_t *)th_ptr(&res) + (alone ? r * stride : 0);
+            dsv4_mhc_gates_args_t a = {src,           th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), NULL,
+                                       th_ptr(&post), th_ptr(&comb), th_ptr(&pre), NULL,        NULL};
+            dsv4_status_t st;
+            run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
+            TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "gates T=%lld: %s", (long long)n, dsv4_last_error());
+            got[alone][0] = mt_download(t, &post, "post");
+            got[alone][1] = mt_download(t, &comb, "comb");
+            got[alone][2] = mt_download(t, &pre, "pre");
+            th_buf_free(&post), th_buf_free(&comb), th_buf_free(&pre), th_buf_free(&ws);
+        }
+        static const int width[3] = {4, 16, 4};
+        static const char *const name[3] = {"post", "comb", "pre"};
+        for (int k = 0; k < 3; ++k) {
+            TH_CHECK(t, memcmp(got[1][k], got[0][k] + r * width[k], (size_t)width[k] * 4) == 0,
+                     "broadcast=%d: %s of token %lld alone differs from the batch's", bc, name[k], (long long)r);
+            free(got[0][k]), free(got[1][k]);
+        }
+        th_buf_free(&res), th_buf_free(&dfn), th_buf_free(&sc), th_buf_free(&ba);
+        free(fnb);
+        mt_seam_in_free(&in);
+    }
+}
+
+/* The small-T route's tagged records (mhc.h, dsv4_mhc_plan_t.workspace_bytes): a
+ * workspace whose every word carries the tag of earlier builds (0x7FC04D48) in its high
+ * half gives the same gates, bit for bit, as a 0xFF-poisoned one: no gate CTA takes a
+ * stale word for a partial of this call. */
+void test_gates_stale_tags_gpu(th_ctx_t *t) {
+    const int64_t T = 6, H = MC_MHC_HIDDEN;
+    mt_seam_in_t in;
+    mt_seam_in_make(th_rng(t), &in, T, H, 0, 0, 0, 0);
+    const dsv4_mhc_gates_desc_t d = {T, H, 0, DSV4_MHC_ROUTE_SMALL_T, mt_gate_params(0), in.rs};
+    size_t wsb = 0;
+    TH_OK(t, dsv4_mhc_gates_workspace_size(&d, &wsb));
+    th_buf_t res = mt_dev(in.R, (size_t)(T * in.rs) * 2), dfn = mt_dev(in.fn, (size_t)(24 * 4 * H) * 4);
+    th_buf_t sc = mt_dev(in.scale, 12), ba = mt_dev(in.base, 96);
+    uint32_t *stale = malloc(wsb);
+    for (size_t i = 0; i < wsb / 4; ++i) stale[i] = i % 2 ? 0x7FC04D48u : 0x3F800000u; /* tag over 1.0f */
+    float *got[2][3];
+    for (int k = 0; k < 2; ++k) {
+        th_buf_t post = mt_dev(NULL, (size_t)(16 * T)), comb = mt_dev(NULL, (size_t)(64 * T));
+        th_buf_t pre = mt_dev(NULL, (size_t)(16 * T)), ws = mt_dev(k ? stale : NULL, wsb);
+        dsv4_mhc_gates_args_t a = {th_ptr(&res),  th_ptr(&dfn),  th_ptr(&sc),  th_ptr(&ba), NULL,
+                                   th_ptr(&post), th_ptr(&comb), th_ptr(&pre), NULL,        NULL};
+        dsv4_status_t st;
+        run_on_stream(t, &st, 1, &d, &a, th_ptr(&ws), wsb);
+        TH_CHECK(t, st == DSV4_STATUS_SUCCESS, "gates: %s", dsv4_last_error());
+        got[k][0] = mt_download(t, &post, "post");
+        got[k][1] = mt_download(t, &comb, "comb");
+        got[k][2] = mt_download(t, &pre, "pre");
+        th_buf_free(&post), th_buf_free(&comb), th_buf_free(&pre), th_buf_free(&ws);
+    }
+    mt_cmp_f32_exact(t, "post over stale tags", got[1][0], got[0][0], T, 4);
+    mt_cmp_f32_exact(t, "comb over stale tags", got[1][1], got[0][1], T, 16);
+    mt_cmp_f32_exact(t, "pre over stale tags", got[1][2], got[0][2], T, 4);
+    for (int k = 0; k < 2; ++k) free(got[k][0]), free(got[k][1]), free(got[k][2]);
+    th_buf_free(&res), th_buf_free(&dfn), th_buf_free(&sc), th_buf_free(&ba);
+    free(stale);
     mt_seam_in_free(&in);
 }

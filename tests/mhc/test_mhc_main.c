@@ -8,6 +8,7 @@
 
 static const th_test_t tests[] = {
     {"mhc.plan_routing", test_plan_routing, TH_CPU},
+    {"mhc.plan_batch_invariant", test_plan_batch_invariant, TH_CPU},
     {"mhc.post_ref_known_answers", test_post_ref_known, TH_CPU},
     {"mhc.post_ref_vs_fp64", test_post_ref_random, TH_CPU},
     {"mhc.collapse_ref", test_collapse_ref, TH_CPU},
@@ -25,6 +26,8 @@ static const th_test_t tests[] = {
     {"mhc.gpu_fn_split", test_fn_split_gpu, TH_GPU},
     {"mhc.gpu_fn_split_calls", test_fn_split_calls_gpu, TH_GPU},
     {"mhc.gpu_gates", test_gates_gpu, TH_GPU},
+    {"mhc.gpu_gates_batch_invariant", test_gates_batch_invariant_gpu, TH_GPU},
+    {"mhc.gpu_gates_stale_tags", test_gates_stale_tags_gpu, TH_GPU},
     {"mhc.gpu_pre", test_pre_gpu, TH_GPU},
     {"mhc.gpu_seam_v41", test_seam_gpu, TH_GPU},
     {"mhc.gpu_seam_v4", test_seam_v4_gpu, TH_GPU},

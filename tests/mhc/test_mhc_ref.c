@@ -12,6 +12,30 @@
 #include "test_mhc.h"
 
 /* ---- the routing table and split geometry --------------------------------------------------- */
+/* The batch-invariant route: the tensor-core route with the same split count for every
+ * batch size (the auto route and split count change with T). */
+void test_plan_batch_invariant(th_ctx_t *t) {
+    static const int64_t Ts[] = {1, 5, 15, 16, 17, 64, 512, 2048, 8192};
+    static const int64_t Hs[] = {4096, 5120, 7168};
+    for (int hi = 0; hi < 3; ++hi)
+        for (int bc = 0; bc < 2; ++bc) {
+            dsv4_mhc_plan_t alone, pl;
+            TH_OK(t, dsv4_mhc_plan(1, Hs[hi], bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, &alone));
+            int differs = 0;
+            for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ++ti) {
+                TH_OK(t, dsv4_mhc_plan(Ts[ti], Hs[hi], bc, DSV4_MHC_ROUTE_AUTO, &pl));
+                differs |= pl.route != alone.route || pl.splits != alone.splits;
+                TH_OK(t, dsv4_mhc_plan(Ts[ti], Hs[hi], bc, DSV4_MHC_ROUTE_BATCH_INVARIANT, &pl));
+                TH_CHECK(t, pl.route == DSV4_MHC_ROUTE_TENSOR_CORE && pl.splits == alone.splits,
+                         "T=%lld H=%lld bc=%d: route %d S %d, alone S %d", (long long)Ts[ti], (long long)Hs[hi], bc,
+                         pl.route, pl.splits, alone.splits);
+            }
+            TH_CHECK(t, differs, "H=%lld bc=%d: the auto plan never depends on T here", (long long)Hs[hi], bc);
+        }
+    dsv4_mhc_plan_t pl;
+    TH_EXPECT_STATUS(t, dsv4_mhc_plan(4, 4096, 0, 4, &pl), DSV4_STATUS_INVALID_VALUE);
+}
+
 void test_plan_routing(th_ctx_t *t) {
     static const int64_t Ts[] = {0, 1, 5, 6, 12, 15, 16, 17, 64, 512, 2048, 8192};
     /* the models' hidden sizes, and 1152 (no small-T tiling) */
@@ -84,7 +108,7 @@ void test_plan_routing(th_ctx_t *t) {
 /* ---- post ------------------------------------------------------------------------------------ */
 static void post_ref_call(th_ctx_t *t, int64_t T, int64_t H, const uint16_t *x, const uint16_t *R, const float *post,
                           const float *comb, uint16_t *out, float *sq) {
-    dsv4_mhc_post_desc_t d = {T, H, 0, 0, 0};
+    dsv4_mhc_post_desc_t d = {T, H, H, 4 * H, 4 * H};
     dsv4_mhc_post_args_t a = {x, R, post, comb, out, sq};
     TH_OK(t, dsv4_mhc_post_ref(&d, &a));
 }
@@ -190,7 +214,7 @@ void test_collapse_ref(th_ctx_t *t) {
     const int64_t T = in.T, H = in.H;
     uint16_t *out = malloc((size_t)(T * H) * 2), *aux = malloc((size_t)(T * H) * 2),
              *want = malloc((size_t)(T * H) * 2);
-    dsv4_mhc_collapse_desc_t d = {T, H, DSV4_MHC_V41, 1e-20f, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t d = {T, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     dsv4_mhc_collapse_args_t a = {in.R, NULL, NULL, out, aux};
     /* identity: stream 0 copied exactly (signed zeros included) */
     TH_OK(t, dsv4_mhc_collapse_ref(&d, &a));
@@ -266,7 +290,7 @@ void test_gates_ref(th_ctx_t *t) {
     const int64_t T = in.T, H = in.H, K = 4 * H;
     float post[24], comb[96], pre[24], mix[144];
     for (int v4_eps = 0; v4_eps < 2; ++v4_eps) {
-        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4_eps), 0};
+        dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(v4_eps), 4 * H};
         dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, mix, NULL};
         TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
         double *X = malloc((size_t)(T * K) * sizeof(double));
@@ -279,7 +303,7 @@ void test_gates_ref(th_ctx_t *t) {
     /* known answer: fn = 0, base = 0: pre = 0.5 + eps, post = 1, comb uniform 1/4 */
     memset(in.fn, 0, (size_t)(24 * K) * sizeof(float));
     memset(in.base, 0, sizeof in.base);
-    dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(0), 0};
+    dsv4_mhc_gates_desc_t d = {T, H, 0, 0, mt_gate_params(0), 4 * H};
     dsv4_mhc_gates_args_t a = {in.R, in.fn, in.scale, in.base, NULL, post, comb, pre, NULL, NULL};
     TH_OK(t, dsv4_mhc_gates_ref(&d, &a));
     for (int i = 0; i < 4 * T; ++i) {

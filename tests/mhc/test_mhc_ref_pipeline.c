@@ -68,7 +68,7 @@ static void seam_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int ro
     /* layer input and aux are the standalone collapse of R_out with the incoming pre-mix
      * (V4.1) or the fresh pre (V4), bit for bit */
     uint16_t *li2 = malloc((size_t)(T * H) * 2), *aux2 = malloc((size_t)(T * H) * 2);
-    dsv4_mhc_collapse_desc_t cd = {T, H, variant, norm_eps, in.ros, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {T, H, variant, norm_eps, in.ros, H, H};
     dsv4_mhc_collapse_args_t ca = {R2, variant == DSV4_MHC_V4 ? o.pre : in.premix, in.w, li2, aux2};
     TH_OK(t, dsv4_mhc_collapse_ref(&cd, &ca));
     mt_cmp_bf16(t, "seam layer_input vs collapse", o.li, in.lis, li2, H, T, NULL, 1, H, 0);
@@ -128,7 +128,7 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     seam_out_t o;
     seam_out_alloc(&o, &in);
     const float norm_eps = variant == DSV4_MHC_V4 ? 1e-6f : 1e-20f;
-    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, 0, mt_gate_params(variant == DSV4_MHC_V4), norm_eps, row, 0, 0, 0};
+    dsv4_mhc_pre_desc_t d = {T, H, variant, bc, 0, mt_gate_params(variant == DSV4_MHC_V4), norm_eps, row, 4 * H, H, H};
     dsv4_mhc_pre_args_t a = {e,    bc ? fnb : in.fn,    in.scale, in.base, in.premix, in.w, o.post, o.comb, o.pre,
                              o.li, bc ? o.R_out : NULL, o.aux,    o.mix,   NULL};
     TH_OK(t, dsv4_mhc_pre_ref(&d, &a));
@@ -142,7 +142,7 @@ static void pre_ref_case(th_ctx_t *t, int64_t T, int64_t H, int variant, int bc,
     }
     /* layer input = the standalone collapse */
     uint16_t *li2 = malloc((size_t)(T * H) * 2), *aux2 = malloc((size_t)(T * H) * 2);
-    dsv4_mhc_collapse_desc_t cd = {T, H, variant, norm_eps, 0, 0, 0};
+    dsv4_mhc_collapse_desc_t cd = {T, H, variant, norm_eps, 4 * H, H, H};
     dsv4_mhc_collapse_args_t ca = {Rsrc, variant == DSV4_MHC_V4 ? o.pre : in.premix, in.w, li2, aux2};
     TH_OK(t, dsv4_mhc_collapse_ref(&cd, &ca));
     mt_cmp_bf16(t, "pre layer_input vs collapse", o.li, H, li2, H, T, NULL, 1, H, 0);
