@@ -54,3 +54,31 @@ def install():
             RESULTS[name] = f"{type(e).__name__}: {e}"
 
     jit.JITFunction.run = compile_only
+
+
+def jit_kernels(module):
+    """`module.qualname` of every `@triton.jit` function in `module`'s source that no other one in
+    it calls (the helpers compile inside their callers), nested and class-level ones included."""
+    import ast
+    import importlib
+    import inspect
+
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    found = {}
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                q = prefix + [child.name]
+                if isinstance(child, ast.FunctionDef) and any(
+                        "jit" in ast.unparse(d).split("(")[0] for d in child.decorator_list):
+                    found[".".join(q)] = child
+                walk(child, q + (["<locals>"] if isinstance(child, ast.FunctionDef) else []))
+            else:
+                walk(child, prefix)
+
+    walk(tree, [])
+    short = {q.split(".")[-1] for q in found}
+    called = {n.id for node in found.values() for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in short}
+    called -= {node.name for node in found.values() if node.name == "kernel"}  # class-level kernels share a name
+    return {f"{module}.{q}" for q, node in found.items() if node.name not in called}
