@@ -49,21 +49,54 @@ def install():
         name = f"{self.fn.__module__}.{self.fn.__qualname__}"
         try:
             run(self, *args, grid=grid, warmup=True, **kw)
-            RESULTS[name] = None
-        except Exception as e:  # the compiler's message: the gate reports it
-            RESULTS[name] = f"{type(e).__name__}: {e}"
+            RESULTS.setdefault(name, None)
+        except Exception as e:  # the compiler's message: the gate reports it (the first, of many launches)
+            RESULTS[name] = RESULTS.get(name) or f"{type(e).__name__}: {e}"
 
     jit.JITFunction.run = compile_only
 
 
-def jit_kernels(module):
-    """`module.qualname` of every `@triton.jit` function in `module`'s source that no other one in
-    it calls (the helpers compile inside their callers), nested and class-level ones included."""
-    import ast
-    import importlib
-    import inspect
+def load_as_cuda(module):
+    """A fresh copy of `module` executed as the CUDA platform sees it: vLLM defines some kernels only
+    under `current_platform.is_cuda()`, which is False on this CPU machine. The copy keeps the
+    module's name (so its kernels report under it) and stays out of sys.modules."""
+    import importlib.util
+    from unittest import mock
 
-    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    from vllm.platforms import current_platform
+
+    spec = importlib.util.find_spec(module)
+    copy = importlib.util.module_from_spec(spec)
+    with mock.patch.object(current_platform, "is_cuda", return_value=True):
+        spec.loader.exec_module(copy)
+    return copy
+
+
+def module_files(name):
+    """{module: source file} of `name`, or of every module under it when it is a package; the files
+    are read, not imported (some import CUDA-only libraries)."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.find_spec(name)
+    if not spec.submodule_search_locations:
+        return {name: spec.origin}
+    root = pathlib.Path(spec.submodule_search_locations[0])
+    files = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        files[".".join((name, *(parts[:-1] if parts[-1] == "__init__" else parts)))] = str(path)
+    return files
+
+
+def jit_kernels(module, path):
+    """`module.qualname` of every `@triton.jit` function in `module`'s source file `path` that no
+    other one in it calls (the helpers compile inside their callers), nested, class-level and
+    conditionally defined ones included (CuTe DSL's `cute.jit` is not Triton)."""
+    import ast
+    import pathlib
+
+    tree = ast.parse(pathlib.Path(path).read_text())
     found = {}
 
     def walk(node, prefix):
@@ -71,7 +104,7 @@ def jit_kernels(module):
             if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
                 q = prefix + [child.name]
                 if isinstance(child, ast.FunctionDef) and any(
-                        "jit" in ast.unparse(d).split("(")[0] for d in child.decorator_list):
+                        ast.unparse(d).split("(")[0] in ("triton.jit", "jit") for d in child.decorator_list):
                     found[".".join(q)] = child
                 walk(child, q + (["<locals>"] if isinstance(child, ast.FunctionDef) else []))
             else:

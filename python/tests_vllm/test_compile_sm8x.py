@@ -36,6 +36,7 @@ def kept_launches():
     hc_collapse_triton(z(T, 4, 4096, dtype=bf16), z(T, 4))
     metadata_launches()
     engram_launches()
+    router_launches()
 
 
 def raw(kernel, grid, scalars=(), **given):
@@ -110,6 +111,18 @@ def engram_launches():
         output=z(T, 1024, dtype=bf16), LOCAL_WIDTH=1024, WIDTH=2048, BLOCK_SIZE=1024)
 
 
+def router_launches():
+    """The MoE router's top-k (sqrtsoftplus scores, 6 of 256 or 384 experts, fp32 logits), which
+    vLLM defines only under the CUDA platform; PDL stays off as on SM8x."""
+    from vllm.models.deepseek_v41.common.mm_preprocess import IMAGE_SENTINEL_BASE_ID
+
+    router = sm80_compile.load_as_cuda("vllm.model_executor.layers.fused_moe.router.dsv4_topk")
+    for experts, ids, padded, vl in ((256, i32, False, False), (384, i64, True, True)):
+        router.dsv4_topk(z(T, experts), z(experts), ids, 1.5, is_padding=z(T, dtype=torch.bool) if padded else None,
+                         input_ids=z(T, dtype=i64) if vl else None, bias_vl=z(experts) if vl else None,
+                         image_sentinel_lo=IMAGE_SENTINEL_BASE_ID if vl else 0)
+
+
 def replaced_launches():
     """Kernels the SM8x path replaces with libdsv4."""
     from vllm.models.deepseek_v4.common.ops import fused_indexer_q
@@ -163,6 +176,7 @@ KEPT = {
     "vllm.models.deepseek_v41.common.engram._hash_ids_kernel",
     "vllm.models.deepseek_v41.common.engram._fused_engram_post_wkv_kernel",
     "vllm.models.deepseek_v41.common.engram._engram_select_rows_kernel",
+    "vllm.model_executor.layers.fused_moe.router.dsv4_topk._dsv4_topk_kernel",
 }
 REPLACED = {
     "vllm.models.deepseek_v41.common.ops.fused_compress_quant_cache._rope_quant_insert_kernel",
@@ -197,7 +211,8 @@ def test_sm8x_compile_gate(capability):
 
 
 # The modules of the V4.1 CUDA path that define Triton kernels (model, attention backends and
-# their metadata builders, the ops they call); the inventory guard reads every kernel in them.
+# their metadata builders, the ops they call, the MoE router) and the CUDA-only packages next to
+# them; the inventory guard reads every kernel in them (a package: in every module under it).
 PATH_MODULES = (
     "vllm.models.deepseek_v41.attention", "vllm.models.deepseek_v41.compressor",
     "vllm.models.deepseek_v41.common.engram", "vllm.models.deepseek_v41.common.ops.cache_utils",
@@ -209,10 +224,14 @@ PATH_MODULES = (
     "vllm.v1.attention.backends.mla.compressor_utils", "vllm.v1.attention.ops.metadata",
     "vllm.model_executor.kernels.mhc.triton", "vllm.model_executor.layers.sparse_attn_indexer",
     "vllm.model_executor.kernels.attention.dsa.candidate_blocks",
+    "vllm.model_executor.layers.fused_moe.router.dsv4_topk", "vllm.models.deepseek_v41.nvidia.ops.engram_peer",
+    "vllm.models.deepseek_v41.nvidia.specialized_decode",
 )
 _V41 = "vllm.models.deepseek_v41.common"
 _CU = f"{_V41}.ops.cache_utils"
 _FCQ = f"{_V41}.ops.fused_compress_quant_cache"
+_SD = "vllm.models.deepseek_v41.nvidia.specialized_decode.attention"
+_SD_WHY = "specialized decode, which specialized_decode_config refuses without an SM103 (GB300) GPU"
 EXCLUDED = {
     f"{_CU}.CombineTopkSwaIndicesKernel.kernel": "replaced by combine_topk_swa (prefill is the only caller)",
     f"{_CU}._compute_global_topk_indices_and_lens_kernel": "replaced by topk_translate in decode",
@@ -239,13 +258,19 @@ EXCLUDED = {
     **{f"vllm.model_executor.kernels.attention.dsa.candidate_blocks.{k}": "replaced by indexer_topk's candidate blocks"
        for k in ("_block_scores_kernel", "_candidate_flags_kernel", "_mask_candidates_kernel",
                  "_store_candidates_kernel")},
+    f"{_SD}.indexer_k_store._k_norm_rope_mxfp4_store_kernel": _SD_WHY,
+    f"{_SD}.candidate_topk._block_scores_kernel": _SD_WHY,
+    f"{_SD}.candidate_topk._finalize_candidates_kernel": _SD_WHY,
+    "vllm.models.deepseek_v41.nvidia.ops.engram_peer._peer_lookup_kernel":
+        "EngramPeerExchange.create returns None off SM10x (is_device_capability_family(100))",
 }
 
 
 def test_inventory_covers_path():
     """Every Triton kernel of the path's modules is compiled by the gate or excluded with a reason,
     so a kernel added by another vLLM shows up here."""
-    found = set().union(*(sm80_compile.jit_kernels(m) for m in PATH_MODULES))
+    files = {m: f for name in PATH_MODULES for m, f in sm80_compile.module_files(name).items()}
+    found = set().union(*(sm80_compile.jit_kernels(m, f) for m, f in files.items()))
     known = KEPT | REPLACED | set(EXCLUDED)
     assert found - known == set(), f"unclassified Triton kernels: {sorted(found - known)}"
     assert known - found == set(), f"classified kernels no longer in vLLM: {sorted(known - found)}"
