@@ -300,8 +300,8 @@ class AttentionBlock:
 
             @add("kv_gather_swa", "op")
             def _(r0=r0, r1=r1, slab=slab, N=N):
-                gather_swa_rows(self.own.swa, meta.seq_lens[r0:r1], meta.swa_block_table[r0:r1], plan.gather_lens[r0:r1],
-                                slab, page_tokens=cfg.swa_page_tokens, row0=N)
+                gather_swa_rows(self.own.swa, meta.seq_lens[r0:r1], meta.swa_block_table[r0:r1],
+                                plan.gather_lens[r0:r1], slab, page_tokens=cfg.swa_page_tokens, row0=N)
 
             @add("sparse_mla_prefill", "op")
             def _(t0=t0, t1=t1, slab=slab):
