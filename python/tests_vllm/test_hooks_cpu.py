@@ -65,6 +65,76 @@ def test_forward_decode(seed, ratio):
     assert torch.equal(out.view(torch.int16), want.view(torch.int16))
 
 
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_forward_prefill(seed, ratio, monkeypatch):
+    """A decode request, then prefill requests (fresh, short context, context past the window) in
+    vLLM's chunk plan (two chunks): per chunk the slab (compressed rows, SWA rows from N), the
+    combined matrix and the attention, against the same ops called with explicit arguments."""
+    from vllm.v1.attention.backends.mla.sparse_swa import DeepseekSparseSWAMetadata
+
+    import deepinfer_sm80.vllm.attention as A
+
+    g = gen(seed)
+    H, K, W, nd, chunk = 16, 64, 128, 1, 1
+    reqs = [(int(torch.randint(20, 200, (1,), generator=g)), 1), (0, 9),
+            (int(torch.randint(5, 60, (1,), generator=g)), 6), (int(torch.randint(140, 300, (1,), generator=g)), 11)]
+    seq = torch.tensor([c + n for c, n in reqs], dtype=torch.int32)
+    qlen = torch.tensor([n for _, n in reqs], dtype=torch.int32)
+    qsl = torch.cat([torch.zeros(1, dtype=torch.int32), qlen.cumsum(0).to(torch.int32)])
+    Td, Tp = nd, int(qlen[nd:].sum())
+    pseq, pq = seq[nd:], qlen[nd:]
+    gather = pq + torch.clamp(pseq - pq, max=W - 1)
+    swa_table, swa_pages = paged(g, seq.tolist(), 32)
+    swa_cache = filled_cache(g, swa_pages, 32, 64)
+    swa_meta = DeepseekSparseSWAMetadata(
+        block_table=swa_table, slot_mapping=torch.zeros(0), block_size=32, seq_lens=seq, query_start_loc=qsl,
+        query_start_loc_cpu=qsl, num_decodes=nd, num_prefills=len(reqs) - nd, num_decode_tokens=Td,
+        num_prefill_tokens=Tp, prefill_seq_lens=pseq, prefill_seq_lens_cpu=pseq, prefill_gather_lens=gather,
+        prefill_query_lens_cpu=pq, prefill_window_size=W, prefill_max_model_len=512,
+        prefill_max_num_batched_tokens=Td + Tp)
+    plan = swa_meta.get_prefill_chunk_plan(compress_ratio=ratio, prefill_chunk_size=chunk, has_compressed=ratio > 0)
+    assert len(plan) == 2, plan
+    sink = torch.randn(H, generator=g)
+    sink[12:] = float("-inf")
+    q = bf16(g, Tp, H, 512)
+    topk, comp_cache, table, attn_meta, P = None, None, None, None, 64
+    if ratio:
+        table, pages = paged(g, (seq // ratio).tolist(), P)
+        comp_cache = filled_cache(g, pages, P, 576)
+        topk = torch.full((Td + Tp + 3, K), -1, dtype=torch.int32)
+        for b in range(nd, len(reqs)):
+            for i in range(int(qlen[b])):
+                n = (int(seq[b] - qlen[b]) + i + 1) // ratio  # causal bound of the row's position
+                topk[qsl[b] + i, :min(n, K)] = torch.randperm(n, generator=g)[:K].to(torch.int32)
+        attn_meta = types.SimpleNamespace(block_table=table)
+    layer = _layer(compress_ratio=ratio, topk_indices_buffer=topk, window_size=W, PREFILL_CHUNK_SIZE=chunk,
+                   max_num_batched_tokens=Td + Tp, attn_sink=sink, scale=512 ** -0.5)
+
+    def poisoned(*specs):
+        return [torch.full(s, float("nan") if dt.is_floating_point else 7, dtype=dt) for s, dt in specs]
+
+    monkeypatch.setattr(A, "current_workspace_manager", lambda: types.SimpleNamespace(get_simultaneous=poisoned))
+    out = torch.full((Tp, H, 512), 3.0, dtype=torch.bfloat16)
+    layer._forward_prefill(q, None, comp_cache, swa_cache, out, attn_meta, swa_meta)
+    want = torch.full((Tp, H, 512), 3.0, dtype=torch.bfloat16)
+    kk = K if ratio else 0
+    for start, end, N, M in plan:
+        slab = poisoned(((end - start, M, 512), torch.bfloat16))[0]
+        if ratio:
+            d.kv_gather(comp_cache, pseq[start:end] // ratio, table[nd + start:nd + end], slab, page_tokens=P)
+        d.kv_gather(swa_cache, pseq[start:end], swa_table[nd + start:nd + end], slab, gather_lens=gather[start:end],
+                    page_tokens=32, offset=N)
+        q0, q1 = int(qsl[nd + start]) - Td, int(qsl[nd + end]) - Td
+        ids = torch.full((q1 - q0, d.combine_cols(kk, W)), 7, dtype=torch.int32)
+        lens = torch.empty(q1 - q0, dtype=torch.int32)
+        d.combine_topk_swa(topk[Td + q0:Td + q1] if ratio else None, qsl[nd + start:nd + end + 1], pseq[start:end],
+                           gather[start:end], topk=kk, window=W, ratio=ratio, slab_rows=M, swa_row0=N, combined=ids,
+                           combined_lens=lens)
+        d.sparse_mla_prefill(q[q0:q1], slab, ids, lens, sink=sink, out=want[q0:q1], scale=512 ** -0.5)
+    assert not want.isnan().any()
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+
+
 def test_o_proj(seed):
     g = gen(seed)
     T, Hp, H, G, rank, hidden = 4, 16, 12, 3, 64, 96

@@ -6,7 +6,8 @@ the per-step metadata. Needs torch (import it explicitly: `import deepinfer_sm80
 
 config: model constants and layer roles; metadata: the per-step StepMetadata and the caches;
 plan: LayerPlan (every buffer, allocated once); yoco: StepState (what a step built, reused);
-block: AttentionBlock and its stages;
+attend: the decode, prefill-chunk and o-projection compositions as plain functions (shared
+with the vLLM plugin); block: AttentionBlock and its stages;
 reference: a pure-PyTorch fp32 model of the same block.
 """
 from .block import AttentionBlock, BlockIO, Stage, capture_graph

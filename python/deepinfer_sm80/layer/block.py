@@ -16,6 +16,8 @@ import torch
 from .. import ops
 from ..indices import combine_cols
 from ..mhc import mhc_fn_split
+from .attend import (chunk_indices, decode_attention, gather_compressed_rows, gather_swa_rows, grouped_o_proj,
+                     prefill_chunk_attention, translate_decode_topk)
 from .config import CANDIDATE_NONE, HEAD_DIM
 
 
@@ -150,9 +152,7 @@ class AttentionBlock:
 
         @add("o_proj", "dense")
         def _():
-            G = cfg.o_groups
-            torch.bmm(a["o"].view(T, G, -1).transpose(0, 1), w.wo_a, out=a["oa"])
-            a["oa_flat"].view(T, G, -1).copy_(a["oa"].transpose(0, 1))
+            grouped_o_proj(a["o"], w.wo_a, a["oa_flat"].view(T, cfg.o_groups, -1))
             torch.mm(a["oa_flat"], w.wo_b.t(), out=a["x_attn"])
 
         @add("mhc_seam", "op")
@@ -243,34 +243,32 @@ class AttentionBlock:
         if Td and r:
             @add("topk_translate", "metadata")
             def _():
-                ops.topk_translate(meta.topk_buffer[:Td], meta.token_to_req[:Td], meta.comp_block_table,
-                                   meta.is_valid_token[:Td], plan.dec_ids[:Td], plan.dec_lens[:Td],
-                                   page_tokens=cfg.comp_page_tokens(r))
+                translate_decode_topk(meta.topk_buffer[:Td], meta.token_to_req[:Td], meta.comp_block_table,
+                                      meta.is_valid_token[:Td], plan.dec_ids[:Td], plan.dec_lens[:Td],
+                                      page_tokens=cfg.comp_page_tokens(r))
         if T > Td:
             @add("combine_topk_swa", "metadata")
             def _():
                 for c, (r0, r1) in enumerate(meta.prefill_chunks):
                     t0, t1 = meta.query_start_loc_cpu[r0], meta.query_start_loc_cpu[r1]
-                    ops.combine_topk_swa(meta.topk_buffer[t0:t1] if r else None, meta.query_start_loc[r0:r1 + 1],
-                                         meta.seq_lens[r0:r1], plan.gather_lens[r0:r1],
-                                         plan.combined[t0:t1, :self.cols], plan.combined_lens[t0:t1],
-                                         topk=cfg.index_topk if r else 0, window=cfg.window, ratio=r,
-                                         slab_rows=plan.slab_rows, swa_row0=self._slab_n(meta, c))
+                    chunk_indices(meta.topk_buffer[t0:t1] if r else None, meta.query_start_loc[r0:r1 + 1],
+                                  meta.seq_lens[r0:r1], plan.gather_lens[r0:r1], plan.combined[t0:t1, :self.cols],
+                                  plan.combined_lens[t0:t1], topk=cfg.index_topk if r else 0, window=cfg.window,
+                                  ratio=r, slab_rows=plan.slab_rows, swa_row0=self._slab_n(meta, c))
 
     # ---- decode rows ---------------------------------------------------------------------------
     def _decode_stages(self, add, meta, a):
         cfg, role, plan, w = self.cfg, self.role, self.plan, self.w
         Td, r = meta.num_decode_tokens, role.ratio
-        extra = {}
-        if r:
-            extra = dict(extra_page_tokens=cfg.comp_page_tokens(r))
+        comp = {}
+        if r:  # the lists topk_translate built for the index group
+            comp = dict(comp_cache=self.src.comp, comp_ids=plan.dec_ids[:Td], comp_lens=plan.dec_lens[:Td],
+                        comp_page_tokens=cfg.comp_page_tokens(r))
 
         @add("sparse_mla_decode", "op")
         def _():
-            ops.sparse_mla_decode(a["q"][:Td], self.own.swa, plan.swa_ids[:Td], plan.swa_lens[:Td], a["o"][:Td],
-                                  plan.workspace, self.src.comp if r else None, plan.dec_ids[:Td] if r else None,
-                                  plan.dec_lens[:Td] if r else None, w.sink, main_page_tokens=cfg.swa_page_tokens,
-                                  **extra, **plan.decode_kw)
+            decode_attention(a["q"][:Td], self.own.swa, plan.swa_ids[:Td], plan.swa_lens[:Td], a["o"][:Td],
+                             plan.workspace, w.sink, swa_page_tokens=cfg.swa_page_tokens, **comp, **plan.decode_kw)
 
     # ---- prefill chunks ------------------------------------------------------------------------
     def _slab_n(self, meta, chunk):
@@ -295,17 +293,18 @@ class AttentionBlock:
             if r and state.need_gather(role.kv_source, c):
                 @add("kv_gather_compressed", "metadata")
                 def _(r0=r0, r1=r1, slab=slab):
-                    ops.kv_gather(self.src.comp, plan.comp_seq_lens[r][r0:r1], meta.comp_block_table[r0:r1], slab,
-                                  page_tokens=cfg.comp_page_tokens(r))
+                    gather_compressed_rows(self.src.comp, plan.comp_seq_lens[r][r0:r1], meta.comp_block_table[r0:r1],
+                                           slab, page_tokens=cfg.comp_page_tokens(r))
             elif not r:
                 state.slab_overwritten()
 
             @add("kv_gather_swa", "op")
             def _(r0=r0, r1=r1, slab=slab, N=N):
-                ops.kv_gather(self.own.swa, meta.seq_lens[r0:r1], meta.swa_block_table[r0:r1], slab,
-                              plan.gather_lens[r0:r1], page_tokens=cfg.swa_page_tokens, offset=N)
+                gather_swa_rows(self.own.swa, meta.seq_lens[r0:r1], meta.swa_block_table[r0:r1],
+                                plan.gather_lens[r0:r1], slab, page_tokens=cfg.swa_page_tokens, row0=N)
 
             @add("sparse_mla_prefill", "op")
             def _(t0=t0, t1=t1, slab=slab):
-                ops.sparse_mla_prefill(a["q"][t0:t1], slab, plan.combined[t0:t1, :C], plan.combined_lens[t0:t1],
-                                       a["o"][t0:t1], w.sink)
+                # slab rows and the combined matrix come from the stages above and the index group's build
+                prefill_chunk_attention(a["q"][t0:t1], slab, plan.combined[t0:t1, :C], plan.combined_lens[t0:t1],
+                                        a["o"][t0:t1], w.sink)

@@ -65,18 +65,16 @@ class LayerPlan:
         shapes = dict(qkv=((cfg.q_lora_rank + HEAD_DIM,), bf), qr=((cfg.q_lora_rank,), bf), kv=((HEAD_DIM,), bf),
                       q=((H, HEAD_DIM), bf), o=((H, HEAD_DIM), bf), kv_score=((2 * HEAD_DIM,), f32),
                       latent=((HEAD_DIM,), bf), k_pre=((INDEX_HEAD_DIM,), bf), q_idx=((HI, INDEX_HEAD_DIM), bf),
-                      w_raw=((HI,), bf), q8=((HI, INDEX_HEAD_DIM), u8), w=((HI,), f32), oa=((G * ol,), bf),
-                      oa_flat=((G * ol,), bf), x_attn=((cfg.hidden,), bf))
+                      w_raw=((HI,), bf), q8=((HI, INDEX_HEAD_DIM), u8), w=((HI,), f32), oa_flat=((G * ol,), bf),
+                      x_attn=((cfg.hidden,), bf))
         return {k: torch.empty(n, *s, dtype=dt, device=self.device) for k, (s, dt) in shapes.items()}
 
     def acts(self, T):
         """Views of the activation buffers for T tokens (a dict; contiguous [T, ...] tensors,
-        `oa` as [G, T, o_lora] for the grouped wo_a GEMM, `kv_score` as a flat fp32 buffer)."""
+        `kv_score` as a flat fp32 buffer)."""
         if T > self.max_tokens:
             raise ValueError(f"LayerPlan: a step of {T} tokens exceeds max_tokens {self.max_tokens}")
         a = {k: v[:T] for k, v in self._acts.items()}
-        G, ol = self.cfg.o_groups, self.cfg.o_lora_rank
-        a["oa"] = self._acts["oa"].view(-1)[:G * T * ol].view(G, T, ol)
         a["kv_score"] = self._acts["kv_score"].view(-1)
         return a
 

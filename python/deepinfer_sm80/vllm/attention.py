@@ -4,6 +4,9 @@ cannot run on Ampere replaced by a libdsv4 torch op (namespace dsv4).
 Subclassing DeepseekV4FlashMLAAttention keeps its constructor and its forward_mqa (profile
 run, prefill/decode split, metadata lookup); the hooks below replace the kernels. The SWA
 writer (`_fused_qnorm_rope_kv_insert`, vLLM's CUDA op) is kept: it has SM80/SM86 code.
+Decode rows, prefill chunks and the grouped wo_a GEMM are the compositions of
+`deepinfer_sm80.layer.attend` (shared with the vLLM-free layer); the hooks here only map vLLM's
+metadata and workspaces onto their tensors.
 Every call launches on torch's current stream and allocates only through torch or vLLM's
 workspace manager.
 """
@@ -20,6 +23,7 @@ from vllm.models.deepseek_v41.sparse_mla import DeepseekV4FlashMLABackend
 from vllm.v1.worker.workspace import current_workspace_manager
 
 from .. import ops
+from ..layer.attend import decode_attention, grouped_o_proj, prefill_chunk_attention
 from ..planner import Planner
 from .scoring import indexer_topk
 
@@ -117,19 +121,18 @@ class DeepInferV41Attention(DeepseekV4FlashMLAAttention):
     def _forward_decode(self, q, kv_cache, swa_metadata, attn_metadata, swa_only, output):
         T = swa_metadata.num_decode_tokens
         R = swa_metadata.num_decodes
-        extra = {}
-        if not swa_only:
+        comp = {}
+        if not swa_only:  # the compressed lists: the shared top-k buffer translated per layer
             K = self.topk_indices_buffer.shape[-1]
-            ids = torch.empty((T, K), dtype=torch.int32, device=q.device)
-            lens = torch.empty((T,), dtype=torch.int32, device=q.device)
-            ops.topk_translate(self.topk_indices_buffer[:T], swa_metadata.token_to_req_indices[:T],
-                               attn_metadata.block_table[:R], swa_metadata.is_valid_token[:T], ids, lens,
-                               page_tokens=kv_cache.shape[1])
-            extra = dict(extra_cache=kv_cache, extra_ids=ids, extra_lens=lens, extra_page_tokens=kv_cache.shape[1])
+            comp = dict(comp_cache=kv_cache, comp_page_tokens=kv_cache.shape[1],
+                        comp_ids=torch.empty((T, K), dtype=torch.int32, device=q.device),
+                        comp_lens=torch.empty((T,), dtype=torch.int32, device=q.device),
+                        topk_indices=self.topk_indices_buffer[:T], token_to_req=swa_metadata.token_to_req_indices[:T],
+                        comp_block_table=attn_metadata.block_table[:R], is_valid_token=swa_metadata.is_valid_token[:T])
         swa_cache = self.swa_cache_layer.kv_cache
-        ops.sparse_mla_decode(q, swa_cache, swa_metadata.decode_swa_indices[:T].reshape(T, -1),
-                              swa_metadata.decode_swa_lens[:T], output, self._decode_workspace(T),
-                              sink=self.attn_sink, main_page_tokens=swa_cache.shape[1], scale=self.scale, **extra)
+        decode_attention(q, swa_cache, swa_metadata.decode_swa_indices[:T].reshape(T, -1),
+                         swa_metadata.decode_swa_lens[:T], output, self._decode_workspace(T), self.attn_sink,
+                         swa_page_tokens=swa_cache.shape[1], scale=self.scale, **comp)
 
     # ---- prefill ---------------------------------------------------------------------------------
     def _forward_prefill(self, q, positions, compressed_k_cache, swa_k_cache, output, attn_metadata, swa_metadata):
@@ -156,21 +159,23 @@ class DeepInferV41Attention(DeepseekV4FlashMLAAttention):
                 ((size, M, HEAD_DIM), torch.bfloat16), ((self.max_num_batched_tokens, cols), torch.int32),
                 ((self.max_num_batched_tokens,), torch.int32))
             slab = slab[:size]
+            comp = {}
             if not swa_only:
-                ops.kv_gather(compressed_k_cache, seq_lens[start:end] // self.compress_ratio,
-                              attn_metadata.block_table[nd + start:nd + end], slab,
-                              page_tokens=compressed_k_cache.shape[1], offset=0)
-            ops.kv_gather(swa_k_cache, seq_lens[start:end], swa_metadata.block_table[nd + start:nd + end], slab,
-                          gather_lens[start:end], page_tokens=swa_k_cache.shape[1], offset=N)
+                comp = dict(comp_cache=compressed_k_cache, comp_seq_lens=seq_lens[start:end] // self.compress_ratio,
+                            comp_block_table=attn_metadata.block_table[nd + start:nd + end],
+                            comp_page_tokens=compressed_k_cache.shape[1])
             q0 = int(qsl_cpu[nd + start]) - base
             q1 = int(qsl_cpu[nd + end]) - base
             rows = q1 - q0
-            ops.combine_topk_swa(None if swa_only else topk_indices[q0:q1], qsl[nd + start:nd + end + 1],
-                                 seq_lens[start:end], gather_lens[start:end], combined[:rows], combined_lens[:rows],
-                                 topk=topk, window=self.window_size, ratio=self.compress_ratio, slab_rows=M,
-                                 swa_row0=N)
-            ops.sparse_mla_prefill(q[q0:q1], slab, combined[:rows], combined_lens[:rows], output[q0:q1],
-                                   self.attn_sink, scale=self.scale)
+            # Every part per chunk: vLLM builds no slab or combined matrix to share between layers.
+            prefill_chunk_attention(q[q0:q1], slab, combined[:rows], combined_lens[:rows], output[q0:q1],
+                                    self.attn_sink, scale=self.scale, swa_row0=N, swa_cache=swa_k_cache,
+                                    seq_lens=seq_lens[start:end],
+                                    swa_block_table=swa_metadata.block_table[nd + start:nd + end],
+                                    gather_lens=gather_lens[start:end], swa_page_tokens=swa_k_cache.shape[1],
+                                    query_start_loc=qsl[nd + start:nd + end + 1],
+                                    topk_indices=None if swa_only else topk_indices[q0:q1], topk=topk,
+                                    window=self.window_size, ratio=self.compress_ratio, **comp)
 
     # ---- output projection -------------------------------------------------------------------------
     def _o_proj(self, attn_out, positions):
@@ -182,9 +187,8 @@ class DeepInferV41Attention(DeepseekV4FlashMLAAttention):
         T = attn_out.shape[0]
         ops.inv_rope(attn_out, positions, self.rotary_emb.cos_sin_cache, num_heads=self.n_local_heads)
         G = self.n_local_groups
-        o = attn_out[:, :self.n_local_heads].reshape(T, G, -1)
         z = torch.empty((T, G, self.o_lora_rank), dtype=torch.bfloat16, device=attn_out.device)
-        torch.bmm(o.transpose(0, 1), weight.view(G, self.o_lora_rank, -1).transpose(1, 2), out=z.transpose(0, 1))
+        grouped_o_proj(attn_out, weight.view(G, self.o_lora_rank, -1).transpose(1, 2), z, num_heads=self.n_local_heads)
         return self._wo_b_proj(z.flatten(1))
 
 
