@@ -67,7 +67,7 @@ extern "C" {
  * (the query's scale is folded into the head weight: no separate scale tensor). An
  * all-zero head gives e = -22 and zero codes; an
  * infinite element gives s = +inf: the finite elements encode to +-0, the infinite one
- * to 0x7F, and w to +-inf (NaN for w_raw = 0).
+ * to 0x7F, and w to +-inf (NaN for w_raw = 0). Every NaN w is stored as 0x7FFFFFFF.
  * Defaults: softmax_scale 0 means fl32(128^-0.5) (bits 0x3DB504F3); head_scale 0 means
  * fl32(num_heads^-0.5) (32 heads: 0x3E3504F3, 64 heads: 0.125).
  *

@@ -15,6 +15,10 @@ topk_translate_packed, sparse_mla_decode, mhc_gates, mhc_pre, mhc_seam and index
 the calls can be captured into a CUDA graph. The other ops need none. Outputs and in-place
 tensors must not overlap each other or the inputs.
 
+Optional tensors before the last optional output have no default: pass None explicitly. torch's
+dispatcher drops trailing arguments equal to their defaults, and torch 2.11's in-place version
+bookkeeping then indexes a dropped output argument and fails.
+
 The host reference's fp64 outputs (sparse MLA ref_out / ref_lse) and mhc gate-constant overrides
 are left to the binding functions: the ops take the model's constants of `variant`.
 """
@@ -200,8 +204,8 @@ def mhc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor, residual_o
 
 
 @_op("out", "aux")
-def mhc_collapse(residual: Tensor, out: Tensor, pre_mix: Optional[Tensor] = None,
-                 norm_weight: Optional[Tensor] = None, aux: Optional[Tensor] = None, *, variant: int = V41,
+def mhc_collapse(residual: Tensor, out: Tensor, pre_mix: Optional[Tensor],
+                 norm_weight: Optional[Tensor], aux: Optional[Tensor], *, variant: int = V41,
                  norm_eps: Optional[float] = None) -> None:
     """out = [RMSNorm](bf16(sum_j p[j] R[j])), p = pre_mix (None: stream 0); aux = stream mean.
 
@@ -212,7 +216,7 @@ def mhc_collapse(residual: Tensor, out: Tensor, pre_mix: Optional[Tensor] = None
 
 @_op("post", "comb", "pre", "workspace", "mix")
 def mhc_gates(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: Tensor, comb: Tensor, pre: Tensor,
-              workspace: Tensor, sqrsum: Optional[Tensor] = None, mix: Optional[Tensor] = None,
+              workspace: Tensor, sqrsum: Optional[Tensor], mix: Optional[Tensor],
               fn_split: Optional[Tensor] = None, *, variant: int = V41, route: int = ROUTE_AUTO) -> None:
     """Projection + RMS + gates + Sinkhorn with the gate constants of `variant`.
 
@@ -226,9 +230,9 @@ def mhc_gates(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: T
 
 @_op("post", "comb", "pre", "layer_input", "workspace", "residual_out", "aux", "mix")
 def mhc_pre(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: Tensor, comb: Tensor, pre: Tensor,
-            layer_input: Tensor, workspace: Tensor, pre_mix: Optional[Tensor] = None,
-            norm_weight: Optional[Tensor] = None, residual_out: Optional[Tensor] = None, aux: Optional[Tensor] = None,
-            mix: Optional[Tensor] = None, fn_split: Optional[Tensor] = None, *, variant: int = V41,
+            layer_input: Tensor, workspace: Tensor, pre_mix: Optional[Tensor],
+            norm_weight: Optional[Tensor], residual_out: Optional[Tensor], aux: Optional[Tensor],
+            mix: Optional[Tensor], fn_split: Optional[Tensor] = None, *, variant: int = V41,
             norm_eps: Optional[float] = None, route: int = ROUTE_AUTO) -> None:
     """Gates of a residual plus the sublayer input (V4 mhc_pre, V4.1 mhc_pre_delayed).
 
@@ -244,8 +248,8 @@ def mhc_pre(residual: Tensor, fn: Tensor, scale: Tensor, base: Tensor, post: Ten
 @_op("residual_out", "post_out", "comb_out", "pre_out", "layer_input", "workspace", "aux", "mix")
 def mhc_seam(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor, fn: Tensor, scale: Tensor, base: Tensor,
              residual_out: Tensor, post_out: Tensor, comb_out: Tensor, pre_out: Tensor, layer_input: Tensor,
-             workspace: Tensor, pre_mix: Optional[Tensor] = None, norm_weight: Optional[Tensor] = None,
-             aux: Optional[Tensor] = None, mix: Optional[Tensor] = None, fn_split: Optional[Tensor] = None, *,
+             workspace: Tensor, pre_mix: Optional[Tensor], norm_weight: Optional[Tensor],
+             aux: Optional[Tensor], mix: Optional[Tensor], fn_split: Optional[Tensor] = None, *,
              variant: int = V41, norm_eps: Optional[float] = None, route: int = ROUTE_AUTO) -> None:
     """Post of this sublayer fused with the pre of the next site.
 
@@ -277,9 +281,9 @@ def mhc_fn_split(fn: Tensor, out: Tensor, *, broadcast: bool = False) -> None:
 
 # ---- compress ---------------------------------------------------------------------------------
 @_op("latent", "ring")
-def compress(kv_score: Tensor, gamma: Tensor, latent: Tensor, slot: Optional[Tensor] = None,
-             positions: Optional[Tensor] = None, ring_slot: Optional[Tensor] = None,
-             query_start_loc: Optional[Tensor] = None, ring: Optional[Tensor] = None, *, ratio: int, eps: float,
+def compress(kv_score: Tensor, gamma: Tensor, latent: Tensor, slot: Optional[Tensor],
+             positions: Optional[Tensor], ring_slot: Optional[Tensor],
+             query_start_loc: Optional[Tensor], ring: Optional[Tensor], *, ratio: int, eps: float,
              ring_cap: Optional[int] = None) -> None:
     """The V4.1 compressor: RMS-normalized bf16 latent rows from the fp32 GEMM output.
 
@@ -337,7 +341,7 @@ def indexer_k_store(k_pre: Tensor, gamma: Tensor, positions: Tensor, slot_mappin
 
 @_op("topk", "cand", "workspace")
 def indexer_topk(q8: Tensor, w: Tensor, positions: Tensor, row_req: Tensor, block_table: Tensor, cache: Tensor,
-                 topk: Tensor, workspace: Tensor, row_valid: Optional[Tensor] = None, cand: Optional[Tensor] = None, *,
+                 topk: Tensor, workspace: Tensor, row_valid: Optional[Tensor], cand: Optional[Tensor], *,
                  ratio: int, page_tokens: int, max_keys: int, candidate_mode: int = 0, num_splits: int = 0,
                  page_stride_bytes: Optional[int] = None) -> None:
     """Fused indexer logits + top-k: each row's best topk.shape[1] request-local compressed columns,

@@ -466,7 +466,7 @@ def test_cuda_graph_with_planner_workspace(rng):
                                          st["sink"], **dkw)
         torch.ops.dsv4.mhc_seam(mt["x"], mt["R"], mt["post"], mt["comb"], mt["fn"], mt["scale"], mt["base"],
                                 seam_out["residual_out"], seam_out["post_out"], seam_out["comb_out"],
-                                seam_out["pre_out"], seam_out["layer_input"], ws, mt["pre_mix"], mt["w"])
+                                seam_out["pre_out"], seam_out["layer_input"], ws, mt["pre_mix"], mt["w"], None, None)
         torch.ops.dsv4.decode_swa_indices(sw["t2r"], sw["pos"], sw["valid"], sw["table"], *swa, window=128,
                                           page_tokens=64)
 

@@ -34,7 +34,7 @@ def test_compress_ratio1(seed):
     want = torch.full((T, 512), -3.0, dtype=torch.bfloat16)
     have = want.clone()
     fused_save_compress_norm(kv, positions, None, slots, None, None, gamma, 1e-6, 1, want)
-    ops.compress(kv, gamma, have, slots, ratio=1, eps=1e-6)
+    ops.compress(kv, gamma, have, slots, None, None, None, None, ratio=1, eps=1e-6)
     ulps = _bf16_ulps(want, have)
     print(f"compress ratio 1: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
     assert int(ulps.max()) <= 1
@@ -61,8 +61,8 @@ def test_compress_ratio2(seed):
     want = torch.full((T, 512), -3.0, dtype=torch.bfloat16)
     have = want.clone()
     fused_save_compress_norm(kv, positions, ring_w, ring_slot, qsl, req, gamma, 1e-6, 2, want)
-    ops.compress(kv, gamma, have, positions=positions, ring_slot=ring_slot, query_start_loc=qsl,
-                 ring=ring_h.view(-1, 1024), ratio=2, eps=1e-6, ring_cap=cap)
+    ops.compress(kv, gamma, have, None, positions, ring_slot, qsl, ring_h.view(-1, 1024), ratio=2, eps=1e-6,
+                 ring_cap=cap)
     ulps = _bf16_ulps(want, have)
     print(f"compress ratio 2: max {int(ulps.max())} bf16 ulp, {int((ulps > 0).sum())} of {ulps.numel()} differ")
     assert int(ulps.max()) <= 1

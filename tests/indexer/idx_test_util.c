@@ -123,6 +123,7 @@ void it_model_q_row(const uint16_t *q, int64_t pos, int64_t max_position, const 
     const double s = e == 128 ? INFINITY : ldexp(1.0, e);
     const float p1 = (float)((double)dsv4_bf16_to_f32(w_raw) * s), p2 = (float)((double)p1 * ss);
     *w = (float)((double)p2 * hs);
+    if (isnan(*w)) *w = dsv4_bits_f32(0x7FFFFFFFu); /* the contract's one NaN */
 }
 
 void it_model_k_row(const uint16_t *k, const uint16_t *gamma, float eps, int64_t rope_row, int64_t max_position,

@@ -237,10 +237,12 @@ static void gpu_rope_case(th_ctx_t *t, kvt_geom_t g, int64_t T, int64_t stride, 
     rope_case_free(&c);
 }
 
+/* At least T slots, so that the slots are distinct: of rows sharing a slot the kernel keeps
+ * one, not necessarily the reference's last (kvcache.gpu_duplicate_slots covers that). */
 void test_kv_gpu_rope_insert(th_ctx_t *t) {
     gpu_rope_case(t, (kvt_geom_t){128, MC_PAGE_STRIDE(128), 4}, 1, 512, 1);
     gpu_rope_case(t, (kvt_geom_t){128, MC_PAGE_STRIDE(128), 40}, 5000, 512, 1);
-    gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64), 40}, 5000, 520, 2);
+    gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64), 80}, 5000, 520, 2);
     gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64) + 16, 3}, 37, 512, 2);
-    gpu_rope_case(t, (kvt_geom_t){32, MC_PAGE_STRIDE(32), 30}, 3000, 512, 4);
+    gpu_rope_case(t, (kvt_geom_t){32, MC_PAGE_STRIDE(32), 100}, 3000, 512, 4);
 }

@@ -159,7 +159,7 @@ class AttentionBlock:
         def _():
             ops.mhc_seam(a["x_attn"], io.residual, io.post, io.comb, w.fn, w.scale, w.base, io.residual_out,
                          io.post_out, io.comb_out, io.pre_out, io.layer_input, plan.workspace, io.pre_mix,
-                         w.ffn_norm, fn_split=self.fn_split)
+                         w.ffn_norm, None, None, self.fn_split)
         return S
 
     # ---- kv source: compressor, compressed writer, index keys -------------------------------------
@@ -176,11 +176,11 @@ class AttentionBlock:
         @add("compress", "op")
         def _():
             if r == 1:
-                ops.compress(kv_score, w.c_norm, a["latent"], slot=slots, ratio=1, eps=cfg.rms_norm_eps)
+                ops.compress(kv_score, w.c_norm, a["latent"], slots, None, None, None, None, ratio=1,
+                             eps=cfg.rms_norm_eps)
             else:
-                ops.compress(kv_score, w.c_norm, a["latent"], positions=meta.positions, ring_slot=meta.ring_slot,
-                             query_start_loc=meta.query_start_loc, ring=src.ring, ratio=2, eps=cfg.rms_norm_eps,
-                             ring_cap=cfg.ring_cap)
+                ops.compress(kv_score, w.c_norm, a["latent"], None, meta.positions, meta.ring_slot,
+                             meta.query_start_loc, src.ring, ratio=2, eps=cfg.rms_norm_eps, ring_cap=cfg.ring_cap)
 
         @add("kv_rope_insert", "op")
         def _():

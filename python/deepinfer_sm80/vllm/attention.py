@@ -288,13 +288,14 @@ class DeepInferCompressor(DeepseekCompressor):
         if self.state_cache is None:
             slots = attn_metadata[self.k_cache_prefix].slot_mapping
             n = slots.shape[0]
-            ops.compress(kv_score[:n], self.norm.weight, latent, slots, ratio=1, eps=self.rms_norm_eps)
+            ops.compress(kv_score[:n], self.norm.weight, latent, slots, None, None, None, None, ratio=1,
+                         eps=self.rms_norm_eps)
         else:
             meta = attn_metadata[self.state_cache.prefix]
             n = meta.slot_mapping.shape[0]
-            ops.compress(kv_score[:n], self.norm.weight, latent, positions=positions[:n],
-                         ring_slot=meta.slot_mapping, query_start_loc=meta.query_start_loc,
-                         ring=ring.view(-1, ring.shape[2]), ratio=2, eps=self.rms_norm_eps, ring_cap=ring.shape[1])
+            ops.compress(kv_score[:n], self.norm.weight, latent, None, positions[:n], meta.slot_mapping,
+                         meta.query_start_loc, ring.view(-1, ring.shape[2]), ratio=2, eps=self.rms_norm_eps,
+                         ring_cap=ring.shape[1])
         return latent
 
     def insert_cache(self, latent, positions, rotary_emb):
