@@ -126,7 +126,7 @@ static int run_inv_rope(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint16_t *got = malloc(ob);
             ok = !bench_run_once(ctx, ir_launch, &dv) && !bench_download(got, dox, ob);
-            dsv4_inv_rope_ref(&h.d, &h.a);
+            ok = ok && dsv4_inv_rope_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.o, ob);
             free(got);
         }
@@ -422,7 +422,7 @@ static int run_compress(bench_ctx_t *ctx, const char *op, const char *name) {
             float *ring_got = r == 2 ? malloc(h.ring_bytes) : NULL;
             ok = !bench_run_once(ctx, cp_launch, &dv) && !bench_download(got, dl, lb) &&
                  (r == 1 || !bench_download(ring_got, dring, h.ring_bytes));
-            dsv4_compress_ref(&h.d, &h.a);
+            ok = ok && dsv4_compress_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && cp_latent_close(got, h.a.latent, (size_t)T * CP_D, r) &&
                  (r == 1 || !memcmp(ring_got, h.a.ring, h.ring_bytes));
             free(got), free(ring_got);

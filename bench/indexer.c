@@ -158,7 +158,7 @@ static int run_q(bench_ctx_t *ctx, const char *op, const char *name) {
             uint8_t *got = malloc(qb / 2), *got_w = malloc(wb * 2);
             ok = !bench_run_once(ctx, q_launch, &dv) && !bench_download(got, dq8, qb / 2) &&
                  !bench_download(got_w, dw, wb * 2);
-            dsv4_indexer_q_ref(&h.d, &h.a);
+            ok = ok && dsv4_indexer_q_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.q8, qb / 2) && !memcmp(got_w, h.a.w, wb * 2);
             free(got), free(got_w);
         }
@@ -272,7 +272,7 @@ static int run_k(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint8_t *got = malloc(h.cache_bytes);
             ok = !bench_run_once(ctx, k_launch, &dv) && !bench_download(got, dcache, h.cache_bytes);
-            dsv4_indexer_k_store_ref(&h.d, &h.a);
+            ok = ok && dsv4_indexer_k_store_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.cache, h.cache_bytes);
             free(got);
         }

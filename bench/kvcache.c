@@ -191,7 +191,7 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint16_t *got = malloc(obytes);
             ok = !bench_run_once(ctx, gather_launch, &dv) && !bench_download(got, dout, obytes);
-            dsv4_kv_gather_ref(&h.d, &h.a);
+            ok = ok && dsv4_kv_gather_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.out, obytes);
             free(got);
         }
@@ -288,7 +288,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint8_t *got = malloc(cbytes);
             ok = !bench_run_once(ctx, insert_launch, &dv) && !bench_download(got, dc, cbytes);
-            dsv4_kv_insert_ref(&h.d, &h.a);
+            ok = ok && dsv4_kv_insert_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.cache, cbytes);
             free(got);
         }
@@ -404,7 +404,7 @@ static int run_rope_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         if (ctx->check) {
             uint8_t *got = malloc(cbytes);
             ok = !bench_run_once(ctx, rope_launch, &dv) && !bench_download(got, dc, cbytes);
-            dsv4_kv_rope_insert_ref(&h.d, &h.a);
+            ok = ok && dsv4_kv_rope_insert_ref(&h.d, &h.a) == DSV4_STATUS_SUCCESS;
             ok = ok && !memcmp(got, h.a.cache, cbytes);
             free(got);
         }
@@ -479,14 +479,18 @@ static void swa_free_host(swa_state_t *h) {
     free((void *)h->a.cos_sin_cache), free(h->a.cache);
 }
 
-/* The cache bytes of the kv side alone, by the reference run with one dummy q head. */
-static void swa_ref_cache(const swa_state_t *h, uint8_t *cache) {
+/* The cache bytes of the kv side alone, by the reference run with one dummy q head; 0 when
+ * the reference refuses the call. */
+static int swa_ref_cache(const swa_state_t *h, uint8_t *cache) {
     swa_state_t k = *h;
-    k.d.num_heads = 1, k.d.num_heads_padded = 0, k.d.q_stride_token = 0, k.d.q_stride_head = 0;
+    k.d.num_heads = 1, k.d.num_heads_padded = 0, k.d.q_stride_token = 512, k.d.q_stride_head = 512;
     k.a.q = calloc((size_t)h->d.num_tokens, 1024);
     k.a.cache = cache;
-    dsv4_kv_swa_write_ref(&k.d, &k.a);
+    if (!k.a.q) return 0;
+    const dsv4_status_t st = dsv4_kv_swa_write_ref(&k.d, &k.a);
+    if (st != DSV4_STATUS_SUCCESS) printf("kvcache bench: SWA reference: %s\n", dsv4_last_error());
     free(k.a.q);
+    return st == DSV4_STATUS_SUCCESS;
 }
 
 /* q of every 16th token by the reference, against `got` (1 bf16 ulp: kvcache.h's q contract;
@@ -500,7 +504,7 @@ static int swa_check_q(const swa_state_t *h, const uint16_t *q_in, const uint16_
         one.a.q = malloc((size_t)row * 2);
         memcpy(one.a.q, q_in + n * row, (size_t)row * 2);
         one.a.position_ids = h->a.position_ids + n;
-        dsv4_kv_swa_write_ref(&one.d, &one.a);
+        ok &= dsv4_kv_swa_write_ref(&one.d, &one.a) == DSV4_STATUS_SUCCESS;
         for (int64_t i = 0; i < row; ++i) {
             const uint16_t ha = one.a.q[i], hb = got[n * row + i];
             /* ordered-integer distance of two finite bf16 values: their distance in ulps */
@@ -560,7 +564,7 @@ static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int6
     rope_rows_fmaf(h.a.kv, 64, 1, h.a.cos_sin_cache, rot);
     dsv4_kv_insert_desc_t di = {64, 512, h.d.page_tokens, h.d.page_stride_bytes, h.d.num_pages};
     dsv4_kv_insert_args_t ai = {rot, h.a.slot_mapping, want};
-    dsv4_kv_insert_ref(&di, &ai);
+    ok &= dsv4_kv_insert_ref(&di, &ai) == DSV4_STATUS_SUCCESS;
     ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));
     char ran[64];
     snprintf(ran, sizeof ran, "T=64 H=%lld P=%d%s", (long long)H, MC_SWA_PAGE_TOKENS, skip ? " skip-q-norm" : "");
@@ -595,8 +599,7 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
             ok = !bench_run_once(ctx, swa_launch, &dv) && !bench_download(got_q, dq, qb) &&
                  !bench_download(got_c, dc, cb);
             ok = ok && swa_check_q(&h, h.a.q, got_q);
-            swa_ref_cache(&h, h.a.cache);
-            ok = ok && !memcmp(got_c, h.a.cache, cb);
+            ok = ok && swa_ref_cache(&h, h.a.cache) && !memcmp(got_c, h.a.cache, cb);
             free(got_q), free(got_c);
         }
         if (bench_time(ctx, swa_launch, &dv, &tm) != DSV4_STATUS_SUCCESS) {

@@ -440,7 +440,7 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
             dsv4_mhc_collapse_args_t raw = ca;
             uint16_t *yb = malloc((size_t)(T * H) * 2);
             raw.norm_weight = NULL, raw.out = yb;
-            dsv4_mhc_collapse_ref(&cd, &raw);
+            ok &= dsv4_mhc_collapse_ref(&cd, &raw) == DSV4_STATUS_SUCCESS;
             for (int64_t i = 0; i < T; ++i) {
                 double ss = 0.0;
                 for (int64_t e = 0; e < H; ++e) ss += pow(dsv4_bf16_to_f32(yb[i * H + e]), 2);

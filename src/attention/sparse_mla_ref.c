@@ -77,7 +77,7 @@ static void ref_head(const ref_job_t *job, int64_t t, int64_t h) {
                 for (int d = 0; d < 512; ++d) acc[d] *= r;
                 m = s;
             }
-            const double p = exp(s - m);
+            const double p = s == -INFINITY ? 0.0 : exp(s - m); /* weight 0, also before any finite max */
             l += p;
             for (int d = 0; d < 512; ++d) acc[d] += p * row[d];
         }

@@ -217,9 +217,11 @@ static void test_ref_scale(th_ctx_t *t) {
 }
 
 /* NaN in, NaN out (attention.h, NaN and Inf): a NaN in q turns its (token, head) row into
- * NaN, out and ref_out alike, and a +inf in a key row listed by a token gives that token
- * NaN in every head (all of the row for a +inf or NaN score, the touched dims for -inf);
- * the other rows stay finite. Both references. */
+ * NaN, out and ref_out alike, and a +inf at dim 448 of a key row listed by a token decides
+ * each head of that token by the sign of q[448]: positive or zero (a +inf or NaN score) makes
+ * all 512 dims NaN, negative (a -inf score, weight 0) only dim 448 (0 * inf). The poisoned
+ * row is the first valid one of its list, so a reference whose running max starts at -inf
+ * cannot hide a -inf score there. Other rows stay finite. Both references. */
 static int row_nans(const uint16_t *o, const double *ref, size_t row) {
     int n = 0;
     for (int d = 0; d < 512; ++d) {
@@ -230,7 +232,7 @@ static int row_nans(const uint16_t *o, const double *ref, size_t row) {
     return n;
 }
 static void check_nan_rows(th_ctx_t *t, const char *what, const uint16_t *out, const double *ref, const double *lse,
-                           int T, int H, int t0, int h0, const int *lists_inf) {
+                           const uint16_t *q, int T, int H, int t0, int h0, const int *lists_inf) {
     for (int tk = 0; tk < T; ++tk)
         for (int h = 0; h < H; ++h) {
             const size_t row = (size_t)tk * H + h;
@@ -240,8 +242,10 @@ static void check_nan_rows(th_ctx_t *t, const char *what, const uint16_t *out, c
                 TH_CHECK(t, n == 512 && isnan(lse[row]), "%s: NaN q at token %d head %d: %d NaN of 512, lse %g", what,
                          tk, h, n, lse[row]);
             } else if (lists_inf[tk]) {
-                TH_CHECK(t, n > 0 && (n == 512) == isnan(lse[row]), "%s: +inf key of token %d, head %d: %d NaN, lse %g",
-                         what, tk, h, n, lse[row]);
+                const int whole = !(dsv4_bf16_to_f32(q[row * 512 + 448]) < 0.0f);
+                TH_CHECK(t, n == (whole ? 512 : 1) && whole == isnan(lse[row]),
+                         "%s: +inf key of token %d, head %d, q[448] %s: %d NaN (expected %d), lse %g", what, tk, h,
+                         whole ? ">= 0" : "< 0", n, whole ? 512 : 1, lse[row]);
             } else {
                 TH_CHECK(t, n == 0 && !isnan(lse[row]), "%s: token %d head %d has %d NaN", what, tk, h, n);
             }
@@ -264,7 +268,7 @@ static void test_ref_nan_inf(th_ctx_t *t) {
     dsv4_sparse_mla_decode_args_t da = mla_decode_host_args(&d);
     da.out = out, da.ref_out = ref, da.ref_lse = lse;
     TH_OK(t, dsv4_sparse_mla_decode_ref(&d.desc, &da));
-    check_nan_rows(t, "decode", out, ref, lse, T, H, t0, h0, bad);
+    check_nan_rows(t, "decode", out, ref, lse, d.q, T, H, t0, h0, bad);
     mla_decode_free(&d);
 
     const mla_prefill_case_t pc = {T, H, 64, 200, MLA_LENS_FULL, MLA_SINK_FINITE, 1.0, 1.0, 0, 0};
@@ -276,7 +280,7 @@ static void test_ref_nan_inf(th_ctx_t *t) {
     dsv4_sparse_mla_prefill_args_t pa = mla_prefill_host_args(&p);
     pa.out = out, pa.ref_out = ref, pa.ref_lse = lse;
     TH_OK(t, dsv4_sparse_mla_prefill_ref(&p.desc, &pa));
-    check_nan_rows(t, "prefill", out, ref, lse, T, H, t0, h0, bad);
+    check_nan_rows(t, "prefill", out, ref, lse, p.q, T, H, t0, h0, bad);
     mla_prefill_free(&p);
     free(out), free(ref), free(lse);
 }
