@@ -97,7 +97,11 @@ def check_layer(chain, layer, want):
     li, want_li, y = io.layer_input.float().cpu(), seam["layer_input"], seam["collapse"]
     factor = (want_li / torch.where(y == 0, torch.ones_like(y), y)).abs()
     bound = factor * bf16_ulp(y) + bf16_ulp(torch.maximum(li.abs(), want_li.abs()))
-    assert ((li - want_li).abs() <= bound).all(), f"layer {layer}: FFN input beyond its rounding bound"
+    over = (li - want_li).abs() - bound
+    i = int(over.argmax())
+    assert (over <= 0).all(), f"layer {layer}: FFN input beyond its rounding bound at {i}: got " \
+        f"{li.flatten()[i]:.6g}, want {want_li.flatten()[i]:.6g} (collapse {y.flatten()[i]:.6g}, bound " \
+        f"{bound.flatten()[i]:.3g})"
 
 
 def _scores(chain, layer):

@@ -514,6 +514,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
                                 p.scores[row * p.score_stride + g] = g == nb - 1 ? IDX_KEY_POS_INF : bm;
                         }
                     }
+                    __syncwarp(); /* every lane has read the count (racecheck does not count the ballots) */
                     if (lane == 0) sm.count[warp] = count;
                 }
                 buffers_make_room(p, sm, nact);
@@ -607,6 +608,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_restrict_a(const id
                     const uint32_t key = j < n ? idx_order_key(tile_logit(p, sm.tile, 0, kk, stage)) : 0u;
                     buffer_append(p, sm, 0, j < n && key > theta, key, c + kk - lo, count);
                 }
+                __syncwarp(); /* as in idx_topk_pass_a */
                 if (lane == 0) sm.count[0] = count;
             }
             buffers_make_room(p, sm, 1);

@@ -261,7 +261,15 @@ def reference_seam(cfg, w, io, x_attn, r_new=None):
     for _ in range(19):
         Cm = Cm / (Cm.sum(2, keepdim=True) + 1e-6)
         Cm = Cm / (Cm.sum(1, keepdim=True) + 1e-6)
-    y = bf16r((_f(io.pre_mix).double()[:, :, None] * Rn.double()).sum(1))
+    # The collapse is the mHC contract's fp32 chain y = p0 R0, then fmaf(p_j, R_j, y): with
+    # cancellation an fp64 sum can differ from it by more than one bf16 ulp of y. A product of
+    # two fp32 values is exact in fp64, so each step rounds once to fp32, as fmaf does (short
+    # of a rare double rounding, inside the callers' one-ulp allowance).
+    P, Rd = _f(io.pre_mix).double(), Rn.double()
+    y = (P[:, 0, None] * Rd[:, 0]).float()
+    for j in range(1, 4):
+        y = (P[:, j, None] * Rd[:, j] + y.double()).float()
+    y = bf16r(y.double())
     li = bf16r(_rms(y.double(), cfg.rms_norm_eps) * _f(w.ffn_norm).double())
     return dict(residual_out=res, post_out=post_o.float(), comb_out=Cm.float(), pre_out=pre.float(),
                 layer_input=li.float(), collapse=y.float())
