@@ -2,14 +2,14 @@
  * dsv4_bench: the benchmark and verification suite.
  *
  *   dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH]
- *              [--reps N] [--quick] [--flush write|clean]
+ *              [--reps N] [--quick] [--flush write|clean] [--cpu]
  *
  * With a GPU: measures the ceilings (copy bandwidth, mma.sync bf16 throughput, empty
  * launch), then runs every selected case: optional check against the CPU reference,
  * timing, one JSON line per case (--json). Without a GPU: says so, and runs each case's
  * CPU reference on a smaller input of the same kind with its checks; the table then names
  * the GPU case each row stands for, not the shape that ran. Nothing is written without
- * --json.
+ * --json. --cpu takes the no-GPU path on any machine (the CPU check that CTest runs).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -37,7 +37,7 @@ int bench_measure_ceilings(bench_ctx_t *ctx);
 static void usage(void) {
     printf(
         "usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
-        "[--reps N] [--quick] [--flush write|clean]\n");
+        "[--reps N] [--quick] [--flush write|clean] [--cpu]\n");
 }
 
 int main(int argc, char **argv) {
@@ -47,13 +47,14 @@ int main(int argc, char **argv) {
     ctx.commit = "unknown";
     ctx.argv0 = argv[0];
     const char *op_filter = NULL, *case_filter = NULL, *json_path = NULL;
-    int list = 0;
+    int list = 0, cpu = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--list")) list = 1;
         else if (!strcmp(a, "--check")) ctx.check = 1;
         else if (!strcmp(a, "--quick")) ctx.quick = 1;
+        else if (!strcmp(a, "--cpu")) cpu = 1;
         else if (!strcmp(a, "--op") && v) op_filter = argv[++i];
         else if (!strcmp(a, "--case") && v) case_filter = argv[++i];
         else if (!strcmp(a, "--json") && v) json_path = argv[++i];
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
     }
 
     int ngpu = 0;
-    dsv4_device_count(&ngpu);
+    if (!cpu) dsv4_device_count(&ngpu);
     ctx.have_gpu = ngpu > 0 && dsv4_device_query(0, &ctx.dev) == DSV4_STATUS_SUCCESS && ctx.dev.supported;
     printf("libdsv4 %s, commit %s\n", dsv4_version_string(), ctx.commit);
     if (json_path) {

@@ -435,7 +435,7 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
     uint8_t *pat;
     int64_t pp;
     tk_problem(&s, 1 << 20, &rs, &h, &pat, &pp);
-    h.d.topk = 256;
+    h.d.topk = 256, h.d.topk_stride = 256;
     h.a.cache = pat;
     const int64_t T = s.T, n = h.d.max_keys, K = h.d.topk;
     int32_t *topk = malloc((size_t)(T * K) * 4), *cand = malloc((size_t)T * 2048 * 4);

@@ -269,7 +269,7 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     uint16_t *li = malloc((size_t)(n * H) * 2), *li2 = malloc((size_t)(n * H) * 2);
     float post[16], comb[64], pre[16];
     cpu_seam_t c = {&h,
-                    {n, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, 0, 0, 0, 0, 0},
+                    {n, H, DSV4_MHC_V41, route, DSV4_MHC_GATE_PARAMS_V41, 1e-20f, H, 4 * H, 4 * H, H, H},
                     {h.x, h.R, h.post, h.comb, h.fn, h.scale, h.base, h.pre_mix, NULL, R, post, comb, pre, li, NULL,
                      NULL, NULL}};
     bench_timing_t tm;
@@ -278,7 +278,7 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
     dsv4_mhc_post_args_t pa = {h.x, h.R, h.post, h.comb, R2, NULL};
     dsv4_mhc_collapse_desc_t cd = {n, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     dsv4_mhc_collapse_args_t ca = {R2, h.pre_mix, NULL, li2, NULL};
-    int bad = dsv4_mhc_post_ref(&pd, &pa) || dsv4_mhc_collapse_ref(&cd, &ca);
+    int bad = dsv4_mhc_seam_ref(&c.d, &c.a) || dsv4_mhc_post_ref(&pd, &pa) || dsv4_mhc_collapse_ref(&cd, &ca);
     bad |= memcmp(R, R2, (size_t)(n * 4 * H) * 2) != 0 || memcmp(li, li2, (size_t)(n * H) * 2) != 0;
     for (int64_t i = 0; i < n; ++i)
         for (int k = 0; k < 4; ++k) {

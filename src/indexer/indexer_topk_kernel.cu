@@ -190,41 +190,55 @@ static __device__ __forceinline__ void role_setup(const idx_prm_t &p, const tile
         }
 }
 
-/* MMA and epilogue of the warp's n-tiles of `stage`: partial head sums into sm.part and the
- * keys' NaN flags into sm.knan. */
-static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_role_t &r, int stage) {
-    if (r.unit < 0) return;
+/* MMA and epilogue of NTN n-tiles from the warp's n-tile nt0 of `stage`: partial head sums
+ * into sm.part and the keys' NaN flags into sm.knan. The n-tiles are unrolled, k-step
+ * outermost, so the 2 * NTN accumulator chains are independent and keep the tensor pipe
+ * busy (one n-tile at a time serialised 8 dependent MMAs and its epilogue); each chain sums
+ * its k-steps in the same order as before, so the bits do not change. */
+template <int NTN>
+static __device__ __forceinline__ void tile_score_n(tile_smem_t &sm, const warp_role_t &r, int nt0, int stage) {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int nt = r.nt0; nt < r.nt0 + r.ntn; ++nt) {
-        const int n = nt * 8 + g;
-        const uint8_t *krow = sm.codes[stage] + n * 128;
-        float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        uint32_t nanb = 0;
+    float acc[NTN][2][4];
+    uint32_t nanb[NTN];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const uint4 v = *reinterpret_cast<const uint4 *>(krow + (((4 * u + t) ^ ((n & 1) << 2)) * 16));
+    for (int j = 0; j < NTN; ++j) {
+        nanb[j] = 0;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) acc[j][mt][0] = acc[j][mt][1] = acc[j][mt][2] = acc[j][mt][3] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int j = 0; j < NTN; ++j) {
+            const int n = (nt0 + j) * 8 + g;
+            const uint4 v = *reinterpret_cast<const uint4 *>(sm.codes[stage] + n * 128 +
+                                                             (((4 * u + t) ^ ((n & 1) << 2)) * 16));
             const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 uint32_t b[2];
                 dsv4_e4m3x4_raw_f16(words[i], b);
-                nanb |= dsv4_e4m3x4_nan_bits(words[i]);
-                dsv4_mma_f16_16816(acc[0], r.qa[0][4 * u + i], b, acc[0]);
-                dsv4_mma_f16_16816(acc[1], r.qa[1][4 * u + i], b, acc[1]);
+                nanb[j] |= dsv4_e4m3x4_nan_bits(words[i]);
+                dsv4_mma_f16_16816(acc[j][0], r.qa[0][4 * u + i], b, acc[j][0]);
+                dsv4_mma_f16_16816(acc[j][1], r.qa[1][4 * u + i], b, acc[j][1]);
             }
         }
+#pragma unroll
+    for (int j = 0; j < NTN; ++j) {
+        const int nt = nt0 + j, n = nt * 8 + g;
         /* key n's flag: the OR over its 4 lanes t */
-        nanb |= __shfl_xor_sync(0xffffffffu, nanb, 1);
-        nanb |= __shfl_xor_sync(0xffffffffu, nanb, 2);
-        if (t == 0) sm.knan[n] = nanb != 0;
+        uint32_t f = nanb[j];
+        f |= __shfl_xor_sync(0xffffffffu, f, 1);
+        f |= __shfl_xor_sync(0xffffffffu, f, 2);
+        if (t == 0) sm.knan[n] = f != 0;
         /* columns 2t, 2t + 1: heads g, g + 8 of both m-tiles, in a fixed order */
         float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-            s0 = __fmaf_rn(idx_relu(acc[mt][0] * 65536.0f), r.w[mt][0], s0);
-            s1 = __fmaf_rn(idx_relu(acc[mt][1] * 65536.0f), r.w[mt][0], s1);
-            s0 = __fmaf_rn(idx_relu(acc[mt][2] * 65536.0f), r.w[mt][1], s0);
-            s1 = __fmaf_rn(idx_relu(acc[mt][3] * 65536.0f), r.w[mt][1], s1);
+            s0 = __fmaf_rn(idx_relu(acc[j][mt][0] * 65536.0f), r.w[mt][0], s0);
+            s1 = __fmaf_rn(idx_relu(acc[j][mt][1] * 65536.0f), r.w[mt][0], s1);
+            s0 = __fmaf_rn(idx_relu(acc[j][mt][2] * 65536.0f), r.w[mt][1], s0);
+            s1 = __fmaf_rn(idx_relu(acc[j][mt][3] * 65536.0f), r.w[mt][1], s1);
         }
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) {
@@ -233,6 +247,18 @@ static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_ro
         }
         if (g == 0) sm.part[r.unit][nt * 8 + 2 * t] = s0, sm.part[r.unit][nt * 8 + 2 * t + 1] = s1;
     }
+}
+
+/* The warp's share of the tile: 8, 4 or 2 n-tiles (1, 2 or 4 warps per row slice), at most
+ * 4 at once (8 at once need more than 255 registers next to the A fragments). */
+static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_role_t &r, int stage) {
+    if (r.unit < 0) return;
+    if (r.ntn == NT_PER_TILE / 4) {
+        tile_score_n<NT_PER_TILE / 4>(sm, r, r.nt0, stage);
+        return;
+    }
+#pragma unroll 1
+    for (int nt = r.nt0; nt < r.nt0 + r.ntn; nt += NT_PER_TILE / 2) tile_score_n<NT_PER_TILE / 2>(sm, r, nt, stage);
 }
 
 /* The logit of row slot `slot`, key kk of `stage` (after tile_score and a barrier). */
