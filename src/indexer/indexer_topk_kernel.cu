@@ -102,10 +102,26 @@ static __device__ __forceinline__ int64_t row_cols(const idx_prm_t &p, int64_t t
     return idx_row_cols(p.pos[t], p.ratio, p.col_cap);
 }
 
+/* Bring the tile at column c of request `req` into L2 (64 lines of codes, 2 of scales), one
+ * line per thread: the tile's later cp.async finds it there, so a CTA has more bytes in
+ * flight than its two shared-memory stages hold. */
+static __device__ __forceinline__ void tile_prefetch(const idx_prm_t &p, int32_t req, int64_t c) {
+    if (threadIdx.x >= IDX_TILE_KEYS + 2) return;
+    const int32_t page = __ldg(p.bt + (int64_t)req * p.bt_stride + c / p.P);
+    if (page < 0 || page >= p.num_pages) return;
+    const uint8_t *base = p.cache + (int64_t)page * p.page_stride;
+    const int64_t q0 = c % p.P;
+    dsv4_prefetch_l2(threadIdx.x < IDX_TILE_KEYS ? base + (q0 + threadIdx.x) * DSV4_INDEXER_HEAD_DIM
+                                                 : base + p.P * 128 + q0 * 4 + (threadIdx.x - IDX_TILE_KEYS) * 128);
+}
+
 /* Issue the cp.async copies of the 64-state tile starting at column c of request `req`
- * into `stage` (one commit group per call). */
+ * into `stage` (one commit group per call), and the L2 prefetch of the tile
+ * IDX_PREFETCH_TILES further on when it is below `hi`. */
 static __device__ __forceinline__ void tile_issue(const idx_prm_t &p, tile_smem_t &sm, int32_t req, int64_t c,
-                                                  int stage) {
+                                                  int stage, int64_t hi) {
+    const int64_t pf = c + IDX_PREFETCH_TILES * IDX_TILE_KEYS;
+    if (pf < hi) tile_prefetch(p, req, pf);
     const int32_t page = __ldg(p.bt + (int64_t)req * p.bt_stride + c / p.P);
     const bool ok = page >= 0 && page < p.num_pages;
     const uint8_t *base = p.cache + (ok ? (int64_t)page * p.page_stride : 0);
@@ -355,7 +371,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_logits_kernel(const idx_
         while ((req = next_subpass(p, sm, first, pending)) >= 0) {
             int64_t hi = c0;
             for (int s = 0; s < sm.nact; ++s) hi = max(hi, min(sm.ncols[s], c1));
-            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm, req, c, stage); };
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm, req, c, stage, hi); };
             tile_loop(p, sm, issue, c0, hi, [&](int stage, int64_t c) {
                 for (int e = threadIdx.x; e < sm.nact * IDX_TILE_KEYS; e += IDX_TOPK_THREADS) {
                     const int s = e / IDX_TILE_KEYS, kk = e % IDX_TILE_KEYS;
@@ -520,7 +536,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
             for (int s = 0; s < nact; ++s) hi = max(hi, min(sm.tile.ncols[s], lo + p.split_len));
             if (threadIdx.x < nact) sm.count[threadIdx.x] = 0, sm.theta[threadIdx.x] = 0;
             __syncthreads();
-            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm.tile, req, c, stage); };
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm.tile, req, c, stage, hi); };
             tile_loop(p, sm.tile, issue, lo, hi, [&](int stage, int64_t c) {
                 if (warp < nact) { /* warp s appends row slot s's columns in ascending order */
                     const int64_t n = sm.tile.ncols[warp], row = sm.tile.row[warp];
