@@ -48,7 +48,6 @@ DSV4_SMEM_BUDGET_ASSERT(IDX_SMEM_BYTES, "indexer");
 #define IDX_TOPK_MAX_SPLITS 4096
 #define IDX_TOPK_MAX_CAND 2048 /* candidate_count limit: the restrict path sorts a list in shared memory */
 #define IDX_LOGITS_CHUNK 4096  /* columns per indexer_logits CTA */
-#define IDX_PREFETCH_TILES 4   /* dense tiles: L2 prefetch this many tiles ahead of the cp.async */
 /* shared memory of pass A: two K tiles, the head-slice partial sums, the row buffers,
  * a 256-bin histogram and a few words */
 #define IDX_TOPK_SMEM_BYTES                                                                                            \

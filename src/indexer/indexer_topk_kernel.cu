@@ -86,8 +86,10 @@ typedef struct __align__(16) {
     float part[IDX_TOPK_MAX_ROWS][IDX_TILE_KEYS]; /* [row slot * slices + slice][key]        */
     uint8_t knan[IDX_TILE_KEYS];                  /* key has a NaN code                      */
     uint8_t bvalid[2][IDX_TILE_KEYS / 8];         /* the 8-key block's page entry is in range */
-    const uint8_t *bsrc[IDX_TILE_KEYS / 8];       /* sparse tiles: the blocks' page bases    */
-    int64_t bq[IDX_TILE_KEYS / 8];                /* and their first state in the page       */
+    /* sparse tiles: the blocks' page bases and first states, per stage (the next tile's are
+     * written while threads may still read this one's: no barrier between two issues) */
+    const uint8_t *bsrc[2][IDX_TILE_KEYS / 8];
+    int64_t bq[2][IDX_TILE_KEYS / 8];
     int64_t row[IDX_TOPK_MAX_ROWS], ncols[IDX_TOPK_MAX_ROWS];
     int qnan[IDX_TOPK_MAX_ROWS];
     int nact;
@@ -102,26 +104,10 @@ static __device__ __forceinline__ int64_t row_cols(const idx_prm_t &p, int64_t t
     return idx_row_cols(p.pos[t], p.ratio, p.col_cap);
 }
 
-/* Bring the tile at column c of request `req` into L2 (64 lines of codes, 2 of scales), one
- * line per thread: the tile's later cp.async finds it there, so a CTA has more bytes in
- * flight than its two shared-memory stages hold. */
-static __device__ __forceinline__ void tile_prefetch(const idx_prm_t &p, int32_t req, int64_t c) {
-    if (threadIdx.x >= IDX_TILE_KEYS + 2) return;
-    const int32_t page = __ldg(p.bt + (int64_t)req * p.bt_stride + c / p.P);
-    if (page < 0 || page >= p.num_pages) return;
-    const uint8_t *base = p.cache + (int64_t)page * p.page_stride;
-    const int64_t q0 = c % p.P;
-    dsv4_prefetch_l2(threadIdx.x < IDX_TILE_KEYS ? base + (q0 + threadIdx.x) * DSV4_INDEXER_HEAD_DIM
-                                                 : base + p.P * 128 + q0 * 4 + (threadIdx.x - IDX_TILE_KEYS) * 128);
-}
-
 /* Issue the cp.async copies of the 64-state tile starting at column c of request `req`
- * into `stage` (one commit group per call), and the L2 prefetch of the tile
- * IDX_PREFETCH_TILES further on when it is below `hi`. */
+ * into `stage` (one commit group per call). */
 static __device__ __forceinline__ void tile_issue(const idx_prm_t &p, tile_smem_t &sm, int32_t req, int64_t c,
-                                                  int stage, int64_t hi) {
-    const int64_t pf = c + IDX_PREFETCH_TILES * IDX_TILE_KEYS;
-    if (pf < hi) tile_prefetch(p, req, pf);
+                                                  int stage) {
     const int32_t page = __ldg(p.bt + (int64_t)req * p.bt_stride + c / p.P);
     const bool ok = page >= 0 && page < p.num_pages;
     const uint8_t *base = p.cache + (ok ? (int64_t)page * p.page_stride : 0);
@@ -148,19 +134,19 @@ static __device__ __forceinline__ void tile_issue_blocks(const idx_prm_t &p, til
         int32_t page = -1;
         if (e < nlist) g = list[e], page = __ldg(p.bt + (int64_t)req * p.bt_stride + 8 * g / p.P);
         const bool ok = page >= 0 && page < p.num_pages;
-        sm.bsrc[threadIdx.x] = p.cache + (ok ? (int64_t)page * p.page_stride : 0);
-        sm.bq[threadIdx.x] = ok ? 8 * g % p.P : 0;
+        sm.bsrc[stage][threadIdx.x] = p.cache + (ok ? (int64_t)page * p.page_stride : 0);
+        sm.bq[stage][threadIdx.x] = ok ? 8 * g % p.P : 0;
         sm.bvalid[stage][threadIdx.x] = ok;
     }
     __syncthreads();
     for (int ch = threadIdx.x; ch < IDX_TILE_KEYS * 8; ch += IDX_TOPK_THREADS) {
         const int b = ch / 64, n = ch / 8, c16 = ch % 8;
-        const uint8_t *src = sm.bsrc[b] + sm.bq[b] * DSV4_INDEXER_HEAD_DIM + (ch % 64) * 16;
+        const uint8_t *src = sm.bsrc[stage][b] + sm.bq[stage][b] * DSV4_INDEXER_HEAD_DIM + (ch % 64) * 16;
         dsv4_cp_async_16_zfill(sm.codes[stage] + n * 128 + ((c16 ^ ((n & 1) << 2)) * 16), src, sm.bvalid[stage][b]);
     }
     if (threadIdx.x < IDX_TILE_KEYS / 4) {
         const int b = threadIdx.x / 2;
-        const uint8_t *src = sm.bsrc[b] + p.P * 128 + sm.bq[b] * 4 + (threadIdx.x % 2) * 16;
+        const uint8_t *src = sm.bsrc[stage][b] + p.P * 128 + sm.bq[stage][b] * 4 + (threadIdx.x % 2) * 16;
         dsv4_cp_async_16_zfill(&sm.scale[stage][threadIdx.x * 4], src, sm.bvalid[stage][b]);
     }
     dsv4_cp_async_commit();
@@ -206,55 +192,41 @@ static __device__ __forceinline__ void role_setup(const idx_prm_t &p, const tile
         }
 }
 
-/* MMA and epilogue of NTN n-tiles from the warp's n-tile nt0 of `stage`: partial head sums
- * into sm.part and the keys' NaN flags into sm.knan. The n-tiles are unrolled, k-step
- * outermost, so the 2 * NTN accumulator chains are independent and keep the tensor pipe
- * busy (one n-tile at a time serialised 8 dependent MMAs and its epilogue); each chain sums
- * its k-steps in the same order as before, so the bits do not change. */
-template <int NTN>
-static __device__ __forceinline__ void tile_score_n(tile_smem_t &sm, const warp_role_t &r, int nt0, int stage) {
+/* MMA and epilogue of the warp's n-tiles of `stage`: partial head sums into sm.part and the
+ * keys' NaN flags into sm.knan. */
+static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_role_t &r, int stage) {
+    if (r.unit < 0) return;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    float acc[NTN][2][4];
-    uint32_t nanb[NTN];
+    for (int nt = r.nt0; nt < r.nt0 + r.ntn; ++nt) {
+        const int n = nt * 8 + g;
+        const uint8_t *krow = sm.codes[stage] + n * 128;
+        float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        uint32_t nanb = 0;
 #pragma unroll
-    for (int j = 0; j < NTN; ++j) {
-        nanb[j] = 0;
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) acc[j][mt][0] = acc[j][mt][1] = acc[j][mt][2] = acc[j][mt][3] = 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-        for (int j = 0; j < NTN; ++j) {
-            const int n = (nt0 + j) * 8 + g;
-            const uint4 v = *reinterpret_cast<const uint4 *>(sm.codes[stage] + n * 128 +
-                                                             (((4 * u + t) ^ ((n & 1) << 2)) * 16));
+        for (int u = 0; u < 2; ++u) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(krow + (((4 * u + t) ^ ((n & 1) << 2)) * 16));
             const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 uint32_t b[2];
                 dsv4_e4m3x4_raw_f16(words[i], b);
-                nanb[j] |= dsv4_e4m3x4_nan_bits(words[i]);
-                dsv4_mma_f16_16816(acc[j][0], r.qa[0][4 * u + i], b, acc[j][0]);
-                dsv4_mma_f16_16816(acc[j][1], r.qa[1][4 * u + i], b, acc[j][1]);
+                nanb |= dsv4_e4m3x4_nan_bits(words[i]);
+                dsv4_mma_f16_16816(acc[0], r.qa[0][4 * u + i], b, acc[0]);
+                dsv4_mma_f16_16816(acc[1], r.qa[1][4 * u + i], b, acc[1]);
             }
         }
-#pragma unroll
-    for (int j = 0; j < NTN; ++j) {
-        const int nt = nt0 + j, n = nt * 8 + g;
         /* key n's flag: the OR over its 4 lanes t */
-        uint32_t f = nanb[j];
-        f |= __shfl_xor_sync(0xffffffffu, f, 1);
-        f |= __shfl_xor_sync(0xffffffffu, f, 2);
-        if (t == 0) sm.knan[n] = f != 0;
+        nanb |= __shfl_xor_sync(0xffffffffu, nanb, 1);
+        nanb |= __shfl_xor_sync(0xffffffffu, nanb, 2);
+        if (t == 0) sm.knan[n] = nanb != 0;
         /* columns 2t, 2t + 1: heads g, g + 8 of both m-tiles, in a fixed order */
         float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-            s0 = __fmaf_rn(idx_relu(acc[j][mt][0] * 65536.0f), r.w[mt][0], s0);
-            s1 = __fmaf_rn(idx_relu(acc[j][mt][1] * 65536.0f), r.w[mt][0], s1);
-            s0 = __fmaf_rn(idx_relu(acc[j][mt][2] * 65536.0f), r.w[mt][1], s0);
-            s1 = __fmaf_rn(idx_relu(acc[j][mt][3] * 65536.0f), r.w[mt][1], s1);
+            s0 = __fmaf_rn(idx_relu(acc[mt][0] * 65536.0f), r.w[mt][0], s0);
+            s1 = __fmaf_rn(idx_relu(acc[mt][1] * 65536.0f), r.w[mt][0], s1);
+            s0 = __fmaf_rn(idx_relu(acc[mt][2] * 65536.0f), r.w[mt][1], s0);
+            s1 = __fmaf_rn(idx_relu(acc[mt][3] * 65536.0f), r.w[mt][1], s1);
         }
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) {
@@ -263,18 +235,6 @@ static __device__ __forceinline__ void tile_score_n(tile_smem_t &sm, const warp_
         }
         if (g == 0) sm.part[r.unit][nt * 8 + 2 * t] = s0, sm.part[r.unit][nt * 8 + 2 * t + 1] = s1;
     }
-}
-
-/* The warp's share of the tile: 8, 4 or 2 n-tiles (1, 2 or 4 warps per row slice), at most
- * 4 at once (8 at once need more than 255 registers next to the A fragments). */
-static __device__ __forceinline__ void tile_score(tile_smem_t &sm, const warp_role_t &r, int stage) {
-    if (r.unit < 0) return;
-    if (r.ntn == NT_PER_TILE / 4) {
-        tile_score_n<NT_PER_TILE / 4>(sm, r, r.nt0, stage);
-        return;
-    }
-#pragma unroll 1
-    for (int nt = r.nt0; nt < r.nt0 + r.ntn; nt += NT_PER_TILE / 2) tile_score_n<NT_PER_TILE / 2>(sm, r, nt, stage);
 }
 
 /* The logit of row slot `slot`, key kk of `stage` (after tile_score and a barrier). */
@@ -371,7 +331,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_logits_kernel(const idx_
         while ((req = next_subpass(p, sm, first, pending)) >= 0) {
             int64_t hi = c0;
             for (int s = 0; s < sm.nact; ++s) hi = max(hi, min(sm.ncols[s], c1));
-            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm, req, c, stage, hi); };
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm, req, c, stage); };
             tile_loop(p, sm, issue, c0, hi, [&](int stage, int64_t c) {
                 for (int e = threadIdx.x; e < sm.nact * IDX_TILE_KEYS; e += IDX_TOPK_THREADS) {
                     const int s = e / IDX_TILE_KEYS, kk = e % IDX_TILE_KEYS;
@@ -536,7 +496,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
             for (int s = 0; s < nact; ++s) hi = max(hi, min(sm.tile.ncols[s], lo + p.split_len));
             if (threadIdx.x < nact) sm.count[threadIdx.x] = 0, sm.theta[threadIdx.x] = 0;
             __syncthreads();
-            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm.tile, req, c, stage, hi); };
+            auto issue = [&](int64_t c, int stage) { tile_issue(p, sm.tile, req, c, stage); };
             tile_loop(p, sm.tile, issue, lo, hi, [&](int stage, int64_t c) {
                 if (warp < nact) { /* warp s appends row slot s's columns in ascending order */
                     const int64_t n = sm.tile.ncols[warp], row = sm.tile.row[warp];
