@@ -29,7 +29,7 @@
  * flagged per query row and per key and give NaN; a tile whose page entry is out of range
  * gives -inf.
  *
- * indexer_topk pass A (one CTA per (row group, sub-pass, column split), grid-stride): each row of the
+ * indexer_topk pass A (one CTA per (row group, column split), grid-stride): each row of the
  * group keeps a buffer of (order key, split-local column) pairs with a running threshold
  * theta; a tile appends the columns whose key exceeds theta, in ascending order (warp
  * ballot). When a buffer could not take another tile, the CTA selects its top topk in
@@ -477,38 +477,18 @@ static __device__ __forceinline__ void write_split(const idx_prm_t &p, topk_smem
                                  : make_uint2(0u, 0xFFFFFFFFu);
 }
 
-/* The rows of the k-th sub-pass of a row group (next_subpass's grouping: the pending rows of
- * the lowest pending row's request), or 0 when the group has fewer. Thread-uniform. */
-static __device__ __forceinline__ unsigned nth_subpass(const idx_prm_t &p, int64_t first, unsigned pending, int k) {
-    while (pending) {
-        const int lead = __ffs(pending) - 1;
-        const int32_t req = __ldg(p.req + first + lead);
-        unsigned m = 0;
-        for (int i = lead; i < p.group_rows; ++i)
-            if ((pending >> i) & 1u && __ldg(p.req + first + i) == req) m |= 1u << i;
-        if (k-- == 0) return m;
-        pending &= ~m;
-    }
-    return 0u;
-}
-
-/* One work item per (row group, sub-pass slot, column split): a group whose rows belong to
- * several requests runs its sub-passes side by side, not one after another in one CTA (the
- * groups that straddle two requests of a next_n = 6 decode doubled the longest CTA); the
- * slots a group does not use end at once. */
 __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_prm_t p) {
     __shared__ topk_smem_t sm;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int64_t cta = blockIdx.x; cta < p.groups * p.group_rows * p.splits; cta += gridDim.x) {
-        const int64_t split = cta % p.splits, gs = cta / p.splits, grp = gs / p.group_rows;
-        const int64_t first = grp * p.group_rows, lo = split * p.split_len;
+    for (int64_t cta = blockIdx.x; cta < p.groups * p.splits; cta += gridDim.x) {
+        const int64_t grp = cta / p.splits, split = cta % p.splits, first = grp * p.group_rows;
+        const int64_t lo = split * p.split_len;
         unsigned pending = 0;
         for (int i = 0; i < p.group_rows && first + i < p.rows; ++i) {
             const int64_t n = row_cols(p, first + i);
             /* pass A: rows longer than K, or (mode 1) every row with columns, reaching this split */
             if (n > lo && (n > p.K || p.mode == 1)) pending |= 1u << i;
         }
-        pending = nth_subpass(p, first, pending, (int)(gs % p.group_rows));
         int32_t req;
         while ((req = next_subpass(p, sm.tile, first, pending)) >= 0) {
             const int nact = sm.tile.nact;
@@ -737,7 +717,7 @@ extern "C" dsv4_status_t idx_topk_launch(const idx_topk_plan_t *plan, const dsv4
         DSV4_TRY(dsv4_launch_status("indexer_topk"));
         dsv4_launch(idx_topk_restrict_a, grid_of(p.rows * p.splits), IDX_TOPK_THREADS, 0, s, p);
     } else {
-        dsv4_launch(idx_topk_pass_a, grid_of(p.groups * p.group_rows * p.splits), IDX_TOPK_THREADS, 0, s, p);
+        dsv4_launch(idx_topk_pass_a, grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s, p);
     }
     DSV4_TRY(dsv4_launch_status("indexer_topk"));
     dsv4_launch(idx_topk_pass_b, grid_of(p.rows), IDX_TOPK_THREADS, 0, s, p);
