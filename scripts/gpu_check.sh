@@ -69,8 +69,12 @@ if [ "${DSV4_SANITIZE:-1}" != 0 ]; then
         # the attention test leaves its warp-specialised kernels (ws32, ws64) out of that run only.
         # Under racecheck the attention test also runs the in-launch merge as the second launch
         # (its flag waits on other CTAs outlast the bounded wait there), and leaves out
-        # gpu_workspace_flags, which needs the in-launch merge.
-        rc_env=; rc_excl=; [ "$tool" = racecheck ] && rc_env=DSV4_RACECHECK=1 rc_excl=,gpu_workspace_flags
+        # gpu_workspace_flags, which needs the in-launch merge, and the model-size cases
+        # (model_shapes, large_t, unit_scale): the same kernels at grids racecheck takes hours
+        # over; the other cases run every kernel and memcheck runs those too.
+        rc_env=; rc_excl=
+        [ "$tool" = racecheck ] && rc_env=DSV4_RACECHECK=1 \
+          rc_excl=,gpu_workspace_flags,gpu_model_shapes,large_t,gpu_prefill_unit_scale
         # api.gpu_launch_status_keeps_others provokes a failing launch on purpose: the
         # sanitizer reports that API error, so it stays out of these runs.
         ( env $rc_env DSV4_TEST_EXCLUDE=gpu_launch_status_keeps_others$rc_excl${DSV4_SANITIZER_EXCLUDE:+,$DSV4_SANITIZER_EXCLUDE} $tmo "$san" --tool "$tool" --error-exitcode 99 \
