@@ -204,11 +204,10 @@ typedef struct {
     const dsv4_sparse_mla_prefill_args_t *pa;
     const dsv4_sparse_mla_decode_desc_t *dd;
     const dsv4_sparse_mla_decode_args_t *da;
-    dsv4_status_t status;
 } ref_call_t;
-static void ref_call(void *state) {
+static dsv4_status_t ref_call(void *state) {
     ref_call_t *r = state;
-    r->status = r->pd ? dsv4_sparse_mla_prefill_ref(r->pd, r->pa) : dsv4_sparse_mla_decode_ref(r->dd, r->da);
+    return r->pd ? dsv4_sparse_mla_prefill_ref(r->pd, r->pa) : dsv4_sparse_mla_decode_ref(r->dd, r->da);
 }
 
 /* CPU path: the reference on 2 tokens of the model shape, checked as convex
@@ -227,10 +226,9 @@ static int prefill_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape
     dsv4_sparse_mla_prefill_args_t a = {q, kv, ids, lens, NULL, out, NULL, NULL};
     double max_k = 0;
     for (size_t i = 0; i < (size_t)ROWS * 512; ++i) max_k = fmax(max_k, fabs(dsv4_bf16_to_f32(kv[i])));
-    ref_call_t rc = {&d, &a, NULL, NULL, DSV4_STATUS_SUCCESS};
+    ref_call_t rc = {&d, &a, NULL, NULL};
     bench_timing_t tm;
-    bench_time_cpu(ref_call, &rc, 1, &tm);
-    int ok = rc.status == DSV4_STATUS_SUCCESS;
+    int ok = bench_time_cpu(ref_call, &rc, 1, &tm) == DSV4_STATUS_SUCCESS;
     for (size_t i = 0; i < (size_t)s.H * 512; ++i) ok &= fabs(dsv4_bf16_to_f32(out[i])) <= max_k;
     for (size_t i = (size_t)s.H * 512; i < (size_t)T * s.H * 512; ++i) ok &= out[i] == 0;
     char ran[64];
@@ -447,10 +445,9 @@ static int decode_cpu(bench_ctx_t *ctx, const char *op, const char *name, shape_
     d.main.cache.page_tokens = DC_P, d.main.cache.page_stride_bytes = DC_STRIDE, d.main.cache.num_pages = PAGES;
     d.extra.cache.num_pages = PAGES;
     dsv4_sparse_mla_decode_args_t a = {q, cache, mids, mlens, cache, eids, elens, NULL, out, NULL, NULL};
-    ref_call_t rc = {NULL, NULL, &d, &a, DSV4_STATUS_SUCCESS};
+    ref_call_t rc = {NULL, NULL, &d, &a};
     bench_timing_t tm;
-    bench_time_cpu(ref_call, &rc, 1, &tm);
-    int ok = rc.status == DSV4_STATUS_SUCCESS;
+    int ok = bench_time_cpu(ref_call, &rc, 1, &tm) == DSV4_STATUS_SUCCESS;
     for (size_t i = 0; i < (size_t)s.H * 512; ++i) ok &= fabs(dsv4_bf16_to_f32(out[i])) <= records_max_k();
     for (size_t i = (size_t)s.H * 512; i < (size_t)2 * s.H * 512; ++i) ok &= out[i] == 0;
     char ran[64];

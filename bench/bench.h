@@ -59,8 +59,10 @@ dsv4_status_t bench_time_rotated(bench_ctx_t *ctx, bench_launch_fn fn, void *con
 /* One run for a --check: launch, then wait for the case's stream so that its errors
  * surface here. 0 on success; on failure prints the library's message. */
 int bench_run_once(bench_ctx_t *ctx, bench_launch_fn fn, void *state);
-/* Host timing of a CPU function (the no-GPU path), median of `reps`. */
-void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out);
+/* Host timing of a CPU reference call (the no-GPU path), median of `reps`: returns the first
+ * status other than success (and prints the library's message), so a refused call fails
+ * the case instead of timing the refusal. */
+dsv4_status_t bench_time_cpu(dsv4_status_t (*fn)(void *), void *state, int reps, bench_timing_t *out);
 
 /* Which ceiling a case is measured against. */
 typedef enum { BENCH_CEIL_COPY, BENCH_CEIL_MMA, BENCH_CEIL_LAUNCH, BENCH_CEIL_HOST_LINK } bench_ceiling_t;

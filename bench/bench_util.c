@@ -176,16 +176,19 @@ static double now_us(void) {
     return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
 }
 
-void bench_time_cpu(void (*fn)(void *), void *state, int reps, bench_timing_t *out) {
+dsv4_status_t bench_time_cpu(dsv4_status_t (*fn)(void *), void *state, int reps, bench_timing_t *out) {
     double *us = malloc((size_t)reps * sizeof *us);
-    fn(state);
+    dsv4_status_t st = fn(state);
     for (int i = 0; i < reps; ++i) {
         double t0 = now_us();
-        fn(state);
+        const dsv4_status_t s = fn(state);
         us[i] = now_us() - t0;
+        if (st == DSV4_STATUS_SUCCESS) st = s;
     }
     summarize(us, reps, out);
     free(us);
+    if (st != DSV4_STATUS_SUCCESS) printf("CPU reference refused the case: %s\n", dsv4_last_error());
+    return st;
 }
 
 /* The ceilings, timed exactly as the cases are (bench_time: queued back to back behind

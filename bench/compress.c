@@ -58,9 +58,9 @@ static dsv4_status_t ir_launch(bench_ctx_t *ctx, void *st) {
     ir_state_t *g = st;
     return dsv4_inv_rope(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void ir_cpu(void *st) {
+static dsv4_status_t ir_cpu(void *st) {
     ir_state_t *g = st;
-    dsv4_inv_rope_ref(&g->d, &g->a);
+    return dsv4_inv_rope_ref(&g->d, &g->a);
 }
 
 static void ir_problem(int64_t T, int64_t H, uint64_t *s, ir_state_t *h) {
@@ -88,8 +88,7 @@ static int ir_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     ir_problem(T, H, &s, &h);
     uint16_t *in = malloc((size_t)(T * H) * 1024);
     memcpy(in, h.a.o, (size_t)(T * H) * 1024);
-    bench_time_cpu(ir_cpu, &h, 1, &tm); /* once: the operator works in place */
-    int ok = 1;
+    int ok = bench_time_cpu(ir_cpu, &h, 1, &tm) == DSV4_STATUS_SUCCESS; /* once: the operator works in place */
     for (int64_t r = 0; r < T * H; ++r) {
         const uint16_t *x = in + r * 512, *y = h.a.o + r * 512;
         ok &= !memcmp(x, y, r < H ? 1024 : 896); /* token 0 rotates by (1, 0) */
@@ -153,9 +152,9 @@ static dsv4_status_t eg_launch(bench_ctx_t *ctx, void *st) {
     eg_state_t *g = st;
     return dsv4_engram_lookup(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void eg_cpu(void *st) {
+static dsv4_status_t eg_cpu(void *st) {
     eg_state_t *g = st;
-    dsv4_engram_lookup_ref(&g->d, &g->a);
+    return dsv4_engram_lookup_ref(&g->d, &g->a);
 }
 
 enum { EG_TABLE_ROWS = 1 << 16 };
@@ -191,8 +190,7 @@ static int eg_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     eg_state_t h;
     bench_timing_t tm;
     eg_problem(T, H, D, &s, &h);
-    bench_time_cpu(eg_cpu, &h, 5, &tm);
-    int ok = 1;
+    int ok = bench_time_cpu(eg_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
     for (int64_t r = 0; r < T * H; ++r) {
         const uint8_t *v = h.a.values + h.a.ids[r] * D, *sc = h.a.scales + h.a.ids[r] * (D / 32);
         for (int64_t e = 0; e < D; ++e)
@@ -285,9 +283,9 @@ static dsv4_status_t cp_launch(bench_ctx_t *ctx, void *st) {
     cp_state_t *g = st;
     return dsv4_compress(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void cp_cpu(void *st) {
+static dsv4_status_t cp_cpu(void *st) {
     cp_state_t *g = st;
-    dsv4_compress_ref(&g->d, &g->a);
+    return dsv4_compress_ref(&g->d, &g->a);
 }
 
 static float cp_uniform(uint64_t *s, float half) {
@@ -372,8 +370,8 @@ static int cp_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     cp_problem(T, r, &s, &h);
     float *ring0 = r == 2 ? malloc(h.ring_bytes) : NULL;
     if (ring0) memcpy(ring0, h.a.ring, h.ring_bytes);
-    bench_time_cpu(cp_cpu, &h, 1, &tm); /* once: the ring is updated in place */
-    const int ok = cp_invariants(&h, ring0);
+    const dsv4_status_t st = bench_time_cpu(cp_cpu, &h, 1, &tm); /* once: the ring is updated in place */
+    const int ok = st == DSV4_STATUS_SUCCESS && cp_invariants(&h, ring0);
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld r=%lld", (long long)T, (long long)r);
     bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));

@@ -84,9 +84,9 @@ static dsv4_status_t q_launch(bench_ctx_t *ctx, void *st) {
     q_state_t *g = st;
     return dsv4_indexer_q(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void q_cpu(void *st) {
+static dsv4_status_t q_cpu(void *st) {
     q_state_t *g = st;
-    dsv4_indexer_q_ref(&g->d, &g->a);
+    return dsv4_indexer_q_ref(&g->d, &g->a);
 }
 
 static void q_problem(int64_t T, int64_t H, uint64_t *s, q_state_t *h) {
@@ -114,8 +114,7 @@ static int q_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_
     q_state_t h;
     bench_timing_t tm;
     q_problem(T, H, &s, &h);
-    bench_time_cpu(q_cpu, &h, 5, &tm);
-    int ok = 1;
+    int ok = bench_time_cpu(q_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
     const float ss = dsv4_bits_f32(0x3DB504F3u), hs = (float)(1.0 / sqrt((double)H));
     for (int64_t r = 0; r < T * H; ++r) {
         const uint8_t *c = h.a.q8 + r * 128;
@@ -188,9 +187,9 @@ static dsv4_status_t k_launch(bench_ctx_t *ctx, void *st) {
     k_state_t *g = st;
     return dsv4_indexer_k_store(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void k_cpu(void *st) {
+static dsv4_status_t k_cpu(void *st) {
     k_state_t *g = st;
-    dsv4_indexer_k_store_ref(&g->d, &g->a);
+    return dsv4_indexer_k_store_ref(&g->d, &g->a);
 }
 
 /* T rows at positions 0..T-1; row t's slot is t / r (every row names a valid slot; the
@@ -225,8 +224,7 @@ static int k_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_
     k_state_t h;
     bench_timing_t tm;
     k_problem(T, r, &s, &h);
-    bench_time_cpu(k_cpu, &h, 5, &tm);
-    int ok = 1;
+    int ok = bench_time_cpu(k_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
     const int64_t P = h.d.page_tokens;
     for (int64_t v = 0; v < h.d.num_pages * P; ++v) {
         const uint8_t *page = h.a.cache + v / P * h.d.page_stride_bytes, *c = page + v % P * 128;
@@ -422,9 +420,9 @@ static int tk_check_row(const float *v, int64_t n, const int32_t *sel, int64_t K
     return ok;
 }
 
-static void tk_cpu(void *st) {
+static dsv4_status_t tk_cpu(void *st) {
     tk_state_t *g = st;
-    dsv4_indexer_topk_ref(&g->d, &g->a);
+    return dsv4_indexer_topk_ref(&g->d, &g->a);
 }
 
 static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_shape_t s) {
@@ -458,7 +456,7 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
                                            n};
     const dsv4_indexer_logits_args_t la = {h.a.q8, h.a.w, h.a.positions, h.a.row_req, NULL, h.a.block_table, pat, lg};
     ok &= dsv4_indexer_logits_ref(&ld, &la) == DSV4_STATUS_SUCCESS;
-    bench_time_cpu(tk_cpu, &h, 3, &tm);
+    ok &= bench_time_cpu(tk_cpu, &h, 3, &tm) == DSV4_STATUS_SUCCESS;
     for (int64_t t = 0; t < T; ++t) {
         const int64_t nt = (h.a.positions[t] + 1) / s.r;
         ok &= tk_check_row(lg + t * n, nt < n ? nt : n, topk + t * K, K, lists ? lists + t * 2048 : NULL);

@@ -191,9 +191,9 @@ static dsv4_status_t cmb_launch(bench_ctx_t *ctx, void *state) {
     return dsv4_combine_topk_swa(&s->d, &s->dev, NULL, 0, DSV4_STREAM(ctx->stream));
 }
 
-static void cmb_cpu_fn(void *state) {
+static dsv4_status_t cmb_cpu_fn(void *state) {
     cmb_state_t *s = state;
-    dsv4_combine_topk_swa_ref(&s->d, &s->h);
+    return dsv4_combine_topk_swa_ref(&s->d, &s->h);
 }
 
 static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int64_t topk, int64_t ratio,
@@ -209,7 +209,7 @@ static int run_combine(bench_ctx_t *ctx, const char *op, const char *name, int64
     bench_timing_t tm;
     if (!gpu) {
         ok = ok && cmb_invariants(&s, ref, ref_l);
-        bench_time_cpu(cmb_cpu_fn, &s, 5, &tm);
+        ok = ok && bench_time_cpu(cmb_cpu_fn, &s, 5, &tm) == DSV4_STATUS_SUCCESS;
         char ran[64];
         snprintf(ran, sizeof ran, "T=%lld topk=%lld W=%lld R=%lld", (long long)Tn, (long long)topk,
                  (long long)s.d.window, (long long)s.d.num_reqs);

@@ -108,16 +108,16 @@ static int tt_roundtrip(const tt_state_t *s, int64_t t, int64_t j, int32_t g) {
     return g >= 0 && g % TT_P == v % TT_P && g / TT_P == s->table[t * TT_WIDTH + v / TT_P];
 }
 
-static void tt_cpu_dense(void *state) {
+static dsv4_status_t tt_cpu_dense(void *state) {
     tt_state_t *s = state;
     dsv4_topk_translate_args_t a = {s->topk, s->t2r, s->table, s->valid, s->dev.global_indices, s->dev.lens};
-    dsv4_topk_translate_ref(&s->d, &a);
+    return dsv4_topk_translate_ref(&s->d, &a);
 }
-static void tt_cpu_packed(void *state) {
+static dsv4_status_t tt_cpu_packed(void *state) {
     tt_state_t *s = state;
     dsv4_topk_translate_packed_args_t a = {s->topk,      s->t2r,         s->table,      s->valid,
                                            s->pdev.lens, s->pdev.indptr, s->pdev.packed};
-    dsv4_topk_translate_packed_ref(&s->d, &a);
+    return dsv4_topk_translate_packed_ref(&s->d, &a);
 }
 
 /* No GPU: the reference on 256 tokens, checked by round trip. */
@@ -132,8 +132,7 @@ static int tt_run_cpu(bench_ctx_t *ctx, const char *op, const char *name, int64_
     s.pdev.indptr = ip;
     s.pdev.packed = out;
     bench_timing_t tm;
-    bench_time_cpu(packed ? tt_cpu_packed : tt_cpu_dense, &s, 5, &tm);
-    int ok = 1;
+    int ok = bench_time_cpu(packed ? tt_cpu_packed : tt_cpu_dense, &s, 5, &tm) == DSV4_STATUS_SUCCESS;
     for (int64_t t = 0; t < T && ok; ++t) {
         const int64_t base = packed ? ip[t] : t * K, n = packed ? lens[t] : K;
         int64_t count = 0;
@@ -263,9 +262,9 @@ static dsv4_status_t dsw_launch(bench_ctx_t *ctx, void *state) {
     dsw_state_t *s = state;
     return dsv4_decode_swa_indices(&s->d, &s->dev, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void dsw_cpu(void *state) {
+static dsv4_status_t dsw_cpu(void *state) {
     dsw_state_t *s = state;
-    dsv4_decode_swa_indices_ref(&s->d, &s->h);
+    return dsv4_decode_swa_indices_ref(&s->d, &s->h);
 }
 
 /* The window's entries must map back to consecutive positions ending at pos. */
@@ -299,7 +298,7 @@ int idxb_decode_swa_case(bench_ctx_t *ctx, const char *op, const char *name) {
     bench_timing_t tm;
     if (!ctx->have_gpu) {
         ok = ok && dsw_invariants(&s);
-        bench_time_cpu(dsw_cpu, &s, 5, &tm);
+        ok = ok && bench_time_cpu(dsw_cpu, &s, 5, &tm) == DSV4_STATUS_SUCCESS;
         char ran[64];
         snprintf(ran, sizeof ran, "T=%lld W=%d P=%d", (long long)T, DSW_W, DSW_P);
         bench_report_cpu(ctx, op, name, ran, &tm, ok ? "pass" : "fail");

@@ -104,9 +104,9 @@ static dsv4_status_t gather_launch(bench_ctx_t *ctx, void *st) {
     gather_state_t *g = st;
     return dsv4_kv_gather(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void gather_cpu(void *st) {
+static dsv4_status_t gather_cpu(void *st) {
     gather_state_t *g = st;
-    dsv4_kv_gather_ref(&g->d, &g->a);
+    return dsv4_kv_gather_ref(&g->d, &g->a);
 }
 
 /* Host problem: a cache of random records (finite codes, scales 115..135) and block tables
@@ -157,9 +157,8 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
                              and every NoPE value is code * 2^(enc - 127) bit for bit */
         const gather_cfg_t small = {name, 1024, c->reqs, c->P};
         gather_problem(&small, &s, &h);
-        bench_time_cpu(gather_cpu, &h, 5, &tm);
+        int ok = bench_time_cpu(gather_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
         const int64_t P = c->P, per = 1024 / c->reqs;
-        int ok = 1;
         for (int64_t b = 0; b < c->reqs && ok; ++b)
             for (int64_t i = 0; i < per && ok; ++i) {
                 const int64_t page = h.a.block_table[b * h.d.block_table_width + i / P];
@@ -232,9 +231,9 @@ static dsv4_status_t insert_launch(bench_ctx_t *ctx, void *st) {
     insert_state_t *g = st;
     return dsv4_kv_insert(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void insert_cpu(void *st) {
+static dsv4_status_t insert_cpu(void *st) {
     insert_state_t *g = st;
-    dsv4_kv_insert_ref(&g->d, &g->a);
+    return dsv4_kv_insert_ref(&g->d, &g->a);
 }
 
 /* T rows into consecutive slots of shuffled pages of a P = 64 cache (V4 SWA / C4A page). */
@@ -260,8 +259,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
                              block): enc 121 and its known codes in every record */
         insert_problem(256, &s, &h);
         for (int64_t i = 0; i < 256 * 512; ++i) ((uint16_t *)h.a.k)[i] = dsv4_f32_to_bf16((float)(i % 64 - 32) / 8.0f);
-        bench_time_cpu(insert_cpu, &h, 5, &tm);
-        int ok = 1;
+        int ok = bench_time_cpu(insert_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
         for (int64_t i = 0; i < 256; ++i) {
             const int64_t page = h.a.slot_mapping[i] / h.d.page_tokens, p = h.a.slot_mapping[i] % h.d.page_tokens;
             const uint8_t *rec = h.a.cache + page * h.d.page_stride_bytes + p * DSV4_KV_DATA_BYTES;
@@ -328,9 +326,9 @@ static dsv4_status_t rope_launch(bench_ctx_t *ctx, void *st) {
     rope_state_t *g = st;
     return dsv4_kv_rope_insert(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void rope_cpu(void *st) {
+static dsv4_status_t rope_cpu(void *st) {
     rope_state_t *g = st;
-    dsv4_kv_rope_insert_ref(&g->d, &g->a);
+    return dsv4_kv_rope_insert_ref(&g->d, &g->a);
 }
 
 /* Positions 0..T-1; the token closing group v writes state v at slot page(v / P) * P + v % P
@@ -369,8 +367,7 @@ static int run_rope_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         for (int64_t i = 0; i < 256 * 512; ++i) ((uint16_t *)h.a.latent)[i] = 0x3F80;
         for (int64_t i = 0; i < h.d.max_position * 64; ++i)
             ((float *)h.a.cos_sin_cache)[i] = i % 64 < 32 ? 0.5f : 0.75f;
-        bench_time_cpu(rope_cpu, &h, 5, &tm);
-        int ok = 1;
+        int ok = bench_time_cpu(rope_cpu, &h, 5, &tm) == DSV4_STATUS_SUCCESS;
         for (int64_t i = 0; i < 256; ++i) {
             if (h.a.slot_mapping[i] < 0) continue;
             const int64_t page = h.a.slot_mapping[i] / h.d.page_tokens, p = h.a.slot_mapping[i] % h.d.page_tokens;
@@ -435,9 +432,9 @@ static dsv4_status_t swa_launch(bench_ctx_t *ctx, void *st) {
     swa_state_t *g = st;
     return dsv4_kv_swa_write(&g->d, &g->a, NULL, 0, DSV4_STREAM(ctx->stream));
 }
-static void swa_cpu(void *st) {
+static dsv4_status_t swa_cpu(void *st) {
     swa_state_t *g = st;
-    dsv4_kv_swa_write_ref(&g->d, &g->a);
+    return dsv4_kv_swa_write_ref(&g->d, &g->a);
 }
 
 /* N prefill tokens at positions 0..N-1 of one request, H heads, the V4.1 SWA page (P = 32),
@@ -547,11 +544,10 @@ static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int6
     swa_problem(64, H, skip, &s, &h);
     uint16_t *q_in = malloc((size_t)(64 * H) * 1024), *rot = malloc((size_t)(64 * H) * 1024);
     memcpy(q_in, h.a.q, (size_t)(64 * H) * 1024);
-    bench_time_cpu(swa_cpu, &h, 3, &tm);
-    int ok = 1;
+    int ok = bench_time_cpu(swa_cpu, &h, 3, &tm) == DSV4_STATUS_SUCCESS;
     if (skip) {
         memcpy(h.a.q, q_in, (size_t)(64 * H) * 1024);
-        swa_cpu(&h);
+        ok &= swa_cpu(&h) == DSV4_STATUS_SUCCESS;
         rope_rows_fmaf(q_in, 64 * H, H, h.a.cos_sin_cache, rot);
         ok &= !memcmp(rot, h.a.q, (size_t)(64 * H) * 1024);
     }

@@ -256,9 +256,9 @@ typedef struct {
     dsv4_mhc_seam_desc_t d;
     dsv4_mhc_seam_args_t a;
 } cpu_seam_t;
-static void cpu_seam_run(void *state) {
+static dsv4_status_t cpu_seam_run(void *state) {
     cpu_seam_t *c = state;
-    dsv4_mhc_seam_ref(&c->d, &c->a);
+    return dsv4_mhc_seam_ref(&c->d, &c->a);
 }
 
 static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int64_t T, int route) {
@@ -273,12 +273,12 @@ static int seam_case_cpu(bench_ctx_t *ctx, const char *op, const char *name, int
                     {h.x, h.R, h.post, h.comb, h.fn, h.scale, h.base, h.pre_mix, NULL, R, post, comb, pre, li, NULL,
                      NULL, NULL}};
     bench_timing_t tm;
-    bench_time_cpu(cpu_seam_run, &c, 3, &tm);
+    const dsv4_status_t st = bench_time_cpu(cpu_seam_run, &c, 3, &tm);
     dsv4_mhc_post_desc_t pd = {n, H, H, 4 * H, 4 * H};
     dsv4_mhc_post_args_t pa = {h.x, h.R, h.post, h.comb, R2, NULL};
     dsv4_mhc_collapse_desc_t cd = {n, H, DSV4_MHC_V41, 1e-20f, 4 * H, H, H};
     dsv4_mhc_collapse_args_t ca = {R2, h.pre_mix, NULL, li2, NULL};
-    int bad = dsv4_mhc_seam_ref(&c.d, &c.a) || dsv4_mhc_post_ref(&pd, &pa) || dsv4_mhc_collapse_ref(&cd, &ca);
+    int bad = st != DSV4_STATUS_SUCCESS || dsv4_mhc_post_ref(&pd, &pa) || dsv4_mhc_collapse_ref(&cd, &ca);
     bad |= memcmp(R, R2, (size_t)(n * 4 * H) * 2) != 0 || memcmp(li, li2, (size_t)(n * H) * 2) != 0;
     for (int64_t i = 0; i < n; ++i)
         for (int k = 0; k < 4; ++k) {
@@ -378,11 +378,11 @@ static dsv4_status_t op_launch(bench_ctx_t *ctx, void *state) {
     return dsv4_mhc_gates(&o->gd, &o->ga, o->ws, o->ws_bytes, s);
 }
 
-static void op_cpu_run(void *state) {
+static dsv4_status_t op_cpu_run(void *state) {
     op_state_t *o = state;
-    if (o->which == 0) dsv4_mhc_post_ref(&o->pd, &o->pa);
-    else if (o->which == 1) dsv4_mhc_collapse_ref(&o->cd, &o->ca);
-    else dsv4_mhc_gates_ref(&o->gd, &o->ga);
+    if (o->which == 0) return dsv4_mhc_post_ref(&o->pd, &o->pa);
+    if (o->which == 1) return dsv4_mhc_collapse_ref(&o->cd, &o->ca);
+    return dsv4_mhc_gates_ref(&o->gd, &o->ga);
 }
 
 static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which) {
@@ -428,8 +428,7 @@ static int op_case(bench_ctx_t *ctx, const char *op, const char *name, int which
     const double flops = which == 2 ? 2.0 * 24 * 4 * H * T : 0.0;
     bench_timing_t tm;
     if (!ctx->have_gpu) {
-        bench_time_cpu(op_cpu_run, &o, 3, &tm);
-        int ok = 1;
+        int ok = bench_time_cpu(op_cpu_run, &o, 3, &tm) == DSV4_STATUS_SUCCESS;
         if (which == 0) /* sqrsum equals the sum of squares of the stored outputs */
             for (int64_t i = 0; i < T; ++i) {
                 double s = 0.0;
