@@ -144,13 +144,9 @@ static dsv4_status_t check_src_args(const char *op, const idx_src_args_t *a) {
     return dsv4_check_align(op, "cache", a->cache, 16);
 }
 
-static idx_src_args_t topk_src(const dsv4_indexer_topk_args_t *a) {
-    return (idx_src_args_t){a->q8, a->w, a->positions, a->row_req, a->row_valid, a->block_table, a->cache};
-}
-
 static dsv4_status_t check_topk_args(const idx_topk_plan_t *p, const dsv4_indexer_topk_args_t *a) {
     DSV4_TRY(dsv4_check_ptr(op_topk, "args", a));
-    const idx_src_args_t s = topk_src(a);
+    const idx_src_args_t s = {a->q8, a->w, a->positions, a->row_req, a->row_valid, a->block_table, a->cache};
     DSV4_TRY(check_src_args(op_topk, &s));
     DSV4_TRY(dsv4_check_ptr(op_topk, "topk", a->topk));
     DSV4_TRY(dsv4_check_align(op_topk, "topk", a->topk, 4));
