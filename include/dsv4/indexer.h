@@ -243,7 +243,8 @@ dsv4_status_t dsv4_indexer_k_store_ref(const dsv4_indexer_k_store_desc_t *desc,
  *                NULL allowed in mode 0; 4-byte aligned
  *
  * Workspace: num_rows * S * topk * 8 bytes rounded up to 256 (S = column splits per row:
- * num_splits, or chosen from the descriptor when 0), plus num_rows * ceil(max_keys / 8) * 4
+ * num_splits, or chosen from the descriptor when 0; the columns split are max_keys, in
+ * mode 2 at most 8 * candidate_count), plus num_rows * ceil(max_keys / 8) * 4
  * bytes of block scores in mode 1, or num_rows * (candidate_count + 2) * 4 bytes of sorted
  * candidate lists in mode 2; 256-byte aligned. _workspace_size reports it. The logits
  * never reach global memory.
@@ -255,7 +256,7 @@ dsv4_status_t dsv4_indexer_k_store_ref(const dsv4_indexer_k_store_desc_t *desc,
  * topk or overflowing, max_keys outside [1, 2^26], candidate_mode not 0..2,
  * candidate_block not 8, candidate_count outside [1, 2048], candidate_stride below it or
  * overflowing, num_splits outside [0, 4096] or too small for the split length limit
- * (65,536 columns) -> INVALID_VALUE; page_stride_bytes not a multiple of 16, misaligned
+ * (65,536 of the columns split) -> INVALID_VALUE; page_stride_bytes not a multiple of 16, misaligned
  * pointers -> MISALIGNED; cand NULL in mode 1 or 2 -> NULL_POINTER; workspace below
  * _workspace_size -> WORKSPACE_TOO_SMALL. num_rows = 0 validates and launches nothing. */
 typedef struct dsv4_indexer_topk_desc {

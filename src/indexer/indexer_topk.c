@@ -79,12 +79,14 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
         DSV4_TRY(dsv4_check_row_stride(op_topk, "candidate_stride", cs, cc, s.rows, 4, 1));
     }
     DSV4_TRY(dsv4_check_range(op_topk, "num_splits", d->num_splits, 0, IDX_TOPK_MAX_SPLITS));
-    const int64_t s_min = cdiv(s.max_keys, IDX_TOPK_MAX_SPLIT_COLS);
+    /* Mode 2 splits a row's listed columns, at most 8 per candidate, not its whole range. */
+    const int64_t span = d->candidate_mode == 2 && 8 * cc < s.max_keys ? 8 * cc : s.max_keys;
+    const int64_t s_min = cdiv(span, IDX_TOPK_MAX_SPLIT_COLS);
     if (d->num_splits && d->num_splits < s_min)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op_topk,
-                         "num_splits = %lld leaves splits longer than 65536 columns for max_keys = %lld (at least "
+                         "num_splits = %lld leaves splits longer than 65536 columns for %lld columns (at least "
                          "%lld)",
-                         (long long)d->num_splits, (long long)s.max_keys, (long long)s_min);
+                         (long long)d->num_splits, (long long)span, (long long)s_min);
     p->src = s;
     p->topk = d->topk, p->topk_stride = ts, p->mode = d->candidate_mode;
     p->cand_count = cc, p->cand_stride = cs;
@@ -93,14 +95,14 @@ dsv4_status_t idx_topk_plan(const dsv4_indexer_topk_desc_t *d, idx_topk_plan_t *
     p->cap = IDX_TOPK_BUF_ENTRIES / p->group_rows;
     p->groups = cdiv(s.rows, p->group_rows);
     int64_t sp = d->num_splits;
-    if (!sp) {
-        const int64_t most = cdiv(s.max_keys, IDX_TOPK_MIN_SPLIT_COLS);
-        sp = p->groups ? cdiv(IDX_TOPK_TARGET_CTAS, p->groups) : 1;
+    if (!sp) { /* pass A CTAs: groups x S, in mode 2 rows x S */
+        const int64_t most = cdiv(span, IDX_TOPK_MIN_SPLIT_COLS), units = p->mode == 2 ? s.rows : p->groups;
+        sp = units ? cdiv(IDX_TOPK_TARGET_CTAS, units) : 1;
         sp = sp < most ? sp : most;
         sp = sp > s_min ? sp : s_min;
     }
     p->splits = sp;
-    p->split_len = cdiv(cdiv(s.max_keys, sp), IDX_TILE_KEYS) * IDX_TILE_KEYS;
+    p->split_len = cdiv(cdiv(span, sp), IDX_TILE_KEYS) * IDX_TILE_KEYS;
     /* rows < 2^31, splits <= 2^12, topk <= 2^11, max_keys <= 2^26: no product overflows. */
     p->ws_pairs = (size_t)s.rows * (size_t)sp * (size_t)d->topk * 8;
     /* mode 1: the block scores; mode 2: the sorted candidate lists and (count, |E_t|) per row */

@@ -289,6 +289,16 @@ void test_idx_topk_plans(th_ctx_t *t) {
              "decode plan: R %lld groups %lld S %lld L %lld", (long long)p.group_rows, (long long)p.groups,
              (long long)p.splits, (long long)p.split_len);
     TH_CHECK(t, p.ws_bytes == (size_t)24 * 43 * 512 * 8, "workspace %zu", p.ws_bytes);
+    /* mode 2 splits the 8 * 2048 listed columns, not max_keys: 24 rows, 256 CTAs wanted, at
+     * least 4,096 columns a split -> 4 splits of 4,096; one split is enough now */
+    d.candidate_mode = 2;
+    TH_OK(t, idx_topk_plan(&d, &p));
+    TH_CHECK(t, p.splits == 4 && p.split_len == 4096 && p.ws_bytes == (size_t)24 * 4 * 512 * 8 + (size_t)24 * 2050 * 4,
+             "restrict plan: S %lld L %lld ws %zu", (long long)p.splits, (long long)p.split_len, p.ws_bytes);
+    d.num_splits = 1;
+    TH_OK(t, idx_topk_plan(&d, &p));
+    TH_CHECK(t, p.splits == 1 && p.split_len == 16384, "restrict plan, S = 1: L %lld", (long long)p.split_len);
+    d.candidate_mode = 0, d.num_splits = 0;
     d.num_heads = 64, d.topk = d.topk_stride = 1024, d.num_rows = 4096, d.max_keys = 65536, d.candidate_mode = 1;
     TH_OK(t, idx_topk_plan(&d, &p));
     TH_CHECK(t,
