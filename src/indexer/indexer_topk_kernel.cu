@@ -477,6 +477,15 @@ static __device__ __forceinline__ void write_split(const idx_prm_t &p, topk_smem
                                  : make_uint2(0u, 0xFFFFFFFFu);
 }
 
+/* Mode 2: row t (n_t = n > 0 columns) lists every one of its blocks, so its eligible columns
+ * are all of [0, n): the dense pass A scores it with the other rows of its group, sharing
+ * their tiles, instead of a CTA of its own walking the list 8 blocks at a time. Pass B
+ * reads the same splits either way (a split boundary is a multiple of 64, so it never falls
+ * inside the last, partial block). */
+static __device__ __forceinline__ bool restrict_full(const idx_prm_t &p, int64_t t, int64_t n) {
+    return p.meta[2 * t] == (n + 7) / 8;
+}
+
 __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_prm_t p) {
     __shared__ topk_smem_t sm;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -486,8 +495,10 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_pass_a(const idx_pr
         unsigned pending = 0;
         for (int i = 0; i < p.group_rows && first + i < p.rows; ++i) {
             const int64_t n = row_cols(p, first + i);
-            /* pass A: rows longer than K, or (mode 1) every row with columns, reaching this split */
-            if (n > lo && (n > p.K || p.mode == 1)) pending |= 1u << i;
+            /* pass A: rows longer than K, or (mode 1) every row with columns, or (mode 2) rows
+             * longer than K whose list holds every block, reaching this split */
+            const bool take = p.mode == 2 ? n > p.K && restrict_full(p, first + i, n) : n > p.K || p.mode == 1;
+            if (n > lo && take) pending |= 1u << i;
         }
         int32_t req;
         while ((req = next_subpass(p, sm.tile, first, pending)) >= 0) {
@@ -582,7 +593,8 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS, 4) idx_topk_restrict_prep(co
 }
 
 /* Pass A over the listed blocks only: one row per CTA (rows have their own lists), the list
- * cut into splits of split_len columns; a tile is 8 listed blocks. */
+ * cut into splits of split_len columns; a tile is 8 listed blocks. Rows whose list holds
+ * every block are idx_topk_pass_a's (restrict_full). */
 __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_restrict_a(const idx_prm_t p) {
     __shared__ topk_smem_t sm;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -590,7 +602,7 @@ __global__ void __launch_bounds__(IDX_TOPK_THREADS) idx_topk_restrict_a(const id
         const int64_t t = cta / p.splits, split = cta % p.splits, lo = split * p.split_len;
         const int64_t n = row_cols(p, t), blocks = p.meta[2 * t], size = p.meta[2 * t + 1];
         const int64_t cols = 8 * blocks;
-        if (n <= 0 || size <= p.K || lo >= cols) continue;
+        if (n <= 0 || size <= p.K || lo >= cols || restrict_full(p, t, n)) continue;
         const int32_t *list = p.lists + t * p.C, req = __ldg(p.req + t);
         __syncthreads(); /* the previous row's readers of the slot are done */
         if (threadIdx.x == 0)
@@ -712,8 +724,10 @@ extern "C" dsv4_status_t idx_topk_launch(const idx_topk_plan_t *plan, const dsv4
     p.split_len = plan->split_len, p.mode = plan->mode, p.C = plan->cand_count, p.cand_stride = plan->cand_stride;
     p.score_stride = (plan->src.max_keys + 7) / 8;
     cudaStream_t s = (cudaStream_t)stream;
-    if (p.mode == 2) {
+    if (p.mode == 2) { /* lists, then the rows listing every block densely, then the others */
         dsv4_launch(idx_topk_restrict_prep, grid_of(p.rows), IDX_TOPK_THREADS, 0, s, p);
+        DSV4_TRY(dsv4_launch_status("indexer_topk"));
+        dsv4_launch(idx_topk_pass_a, grid_of(p.groups * p.splits), IDX_TOPK_THREADS, 0, s, p);
         DSV4_TRY(dsv4_launch_status("indexer_topk"));
         dsv4_launch(idx_topk_restrict_a, grid_of(p.rows * p.splits), IDX_TOPK_THREADS, 0, s, p);
     } else {

@@ -175,7 +175,9 @@ static void topk_case(th_ctx_t *t, const it_topk_shape_t *sh, const int64_t *spl
     int32_t *want = malloc((size_t)(T * K) * 4 + 4), *cw = malloc((size_t)(T * C) * 4 + 4);
     th_rng_t *rng = th_rng(t);
     for (int64_t i = 0; i < T * C; ++i) /* mode 2's lists: valid blocks, -1, out of range, duplicates */
-        cw[i] = (int32_t)(th_rng_range(rng, 0, 3) ? th_rng_range(rng, 0, W / 8 + 2) : th_rng_range(rng, -2, -1));
+        cw[i] = sh->full_lists && i / C % 2 == 0
+                    ? (int32_t)(C - 1 - i % C)
+                    : (int32_t)(th_rng_range(rng, 0, 3) ? th_rng_range(rng, 0, W / 8 + 2) : th_rng_range(rng, -2, -1));
     int32_t *lists = malloc((size_t)(T * C) * 4 + 4);
     memcpy(lists, cw, (size_t)(T * C) * 4);
     for (int64_t r = 0; r < T; ++r)
@@ -408,5 +410,22 @@ void test_idx_gpu_topk_candidates(th_ctx_t *t) {
                                  .cand_count = 50,
                                  .ties = 1,
                                  .specials = 1},
+              sp, 3);
+    /* mode 2 with lists holding every block of the shorter rows (the dense pass A scores
+     * those) beside random lists, one request's rows straddling both */
+    topk_case(t,
+              &(it_topk_shape_t){.heads = 32,
+                                 .topk = 100,
+                                 .ratio = 1,
+                                 .page_tokens = 64,
+                                 .reqs = 3,
+                                 .ctx_min = 200,
+                                 .ctx_max = 3000,
+                                 .next_n = 4,
+                                 .prefill_rows = 3,
+                                 .mode = 2,
+                                 .cand_count = 256,
+                                 .ties = 1,
+                                 .full_lists = 1},
               sp, 3);
 }

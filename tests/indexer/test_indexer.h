@@ -66,6 +66,8 @@ typedef struct {
     int specials; /* NaN key codes and a NaN query head                   */
     int bad_page; /* one request's first page entry out of range          */
     int ties;     /* keys drawn from 4 rows (equal logits), zero-w rows   */
+    int full_lists; /* mode 2: even rows list blocks C-1 .. 0 (every block of a row with at
+                     * most C), odd rows random lists                      */
 } it_topk_shape_t;
 typedef struct {
     dsv4_indexer_topk_desc_t d;
