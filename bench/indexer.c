@@ -23,7 +23,8 @@
  *                               "restrict" is candidate mode 2 (a consumer layer: 2,048
  *                               listed blocks spread over each row, only their keys read;
  *                               bytes and FLOPs count the listed columns per row), to set
- *                               against the dense row of the same shape
+ *                               against the dense row of the same shape (at 16K
+ *                               context every row's list holds all of its blocks)
  *                    T=t ctx=N r=r prefill          one request, a chunk of t rows at the last
  *                               t positions of N tokens (causal bounds); FLOPs = 8,192 *
  *                               sum of n_t; ceiling: mma.sync
@@ -508,7 +509,8 @@ static int tk_gpu_check(bench_ctx_t *ctx, const tk_shape_t *s, tk_state_t *dv, c
             ok = tk_check_row(lg + t * ld.out_stride, nt < n ? nt : n, got + t * K, K, lists ? lists + t * 2048 : NULL);
         }
         tk_state_t one = *dv;
-        one.d.num_splits = (n + 65535) / 65536;
+        const int64_t listed = 8 * (int64_t)dv->d.candidate_count; /* mode 2 splits the listed columns */
+        one.d.num_splits = ((dv->d.candidate_mode == 2 && listed < n ? listed : n) + 65535) / 65536;
         ok = ok && !bench_run_once(ctx, tk_launch, &one) && !bench_download(again, dv->a.topk, tb) &&
              !memcmp(got, again, tb);
     }
@@ -615,6 +617,7 @@ const bench_case_t bench_indexer_cases[] = {
     {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode candidates", run_tk},
     {"indexer_topk", "R=4 next_n=6 ctx=1048576 r=1 decode restrict", run_tk},
     {"indexer_topk", "T=4096 ctx=16384 r=1 prefill", run_tk},
+    {"indexer_topk", "T=4096 ctx=16384 r=1 prefill restrict", run_tk},
     {"indexer_topk", "T=4096 ctx=16384 r=2 prefill", run_tk},
     {"indexer_topk", "T=4096 ctx=65536 r=1 prefill", run_tk},
     {"indexer_topk", "T=4096 ctx=65536 r=2 prefill", run_tk},
