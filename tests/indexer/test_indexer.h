@@ -63,9 +63,9 @@ typedef struct {
     int64_t pad_rows;         /* invalid rows: row_valid 0, request or position bad   */
     int64_t bt_pad, keys_pad; /* block_table_stride - width; max_keys - longest       */
     int64_t mode, cand_count, splits;
-    int specials; /* NaN key codes and a NaN query head                   */
-    int bad_page; /* one request's first page entry out of range          */
-    int ties;     /* keys drawn from 4 rows (equal logits), zero-w rows   */
+    int specials;   /* NaN key codes and a NaN query head                   */
+    int bad_page;   /* one request's first page entry out of range          */
+    int ties;       /* keys drawn from 4 rows (equal logits), zero-w rows   */
     int full_lists; /* mode 2: even rows list blocks C-1 .. 0 (every block of a row with at
                      * most C), odd rows random lists                      */
 } it_topk_shape_t;
