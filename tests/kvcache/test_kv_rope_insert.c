@@ -243,6 +243,9 @@ void test_kv_gpu_rope_insert(th_ctx_t *t) {
     gpu_rope_case(t, (kvt_geom_t){128, MC_PAGE_STRIDE(128), 4}, 1, 512, 1);
     gpu_rope_case(t, (kvt_geom_t){128, MC_PAGE_STRIDE(128), 40}, 5000, 512, 1);
     gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64), 80}, 5000, 520, 2);
+    /* each warp of a resident wave (4,224 on an H200, 3,456 on an A100) takes three or more
+     * tokens: the kernel's loads run one and two tokens ahead */
+    gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64), 320}, 20000, 512, 2);
     gpu_rope_case(t, (kvt_geom_t){64, MC_PAGE_STRIDE(64) + 16, 3}, 37, 512, 2);
     gpu_rope_case(t, (kvt_geom_t){32, MC_PAGE_STRIDE(32), 100}, 3000, 512, 4);
 }
