@@ -163,6 +163,10 @@ static const dsv4_engram_lookup_desc_t *const eg_model = &ct_engram_shapes[0];
 void test_cmp_gpu_engram(th_ctx_t *t) {
     for (int i = 0; i < CT_ENGRAM_SHAPES; ++i) gpu_eg_case(t, ct_engram_shapes[i], 0);
     dsv4_engram_lookup_desc_t d = *eg_model;
+    /* 524,672 units: more than two per thread of a resident wave (202,752 threads on an
+     * H200), an odd count left over */
+    d.num_tokens = 4099;
+    gpu_eg_case(t, d, 0);
     d.num_tokens = 0; /* validates, launches nothing */
     gpu_eg_case(t, d, 0);
 }
