@@ -141,24 +141,26 @@ def merge(new_path):
     ceilings line. The file then holds the current result of every case, each beside the
     ceilings of the run that measured it."""
     new = [line for line in pathlib.Path(new_path).read_text().splitlines() if line.strip()]
-    ceil = next((json.loads(line) for line in new if json.loads(line).get("op") == "ceilings"), None)
+    rows = [json.loads(line) for line in new]
+    ceil = next((r for r in rows if r.get("op") == "ceilings"), None)
     if ceil is None:
         sys.exit(f"{new_path}: no ceilings line (not written by dsv4_bench --json)")
     target = RESULTS / (ceil["device"].replace(" ", "-") + ".jsonl")
-    fresh = {(r["op"], r["case"]) for r in map(json.loads, new) if "case" in r}
-    runs = []
-    for line in target.read_text().splitlines() if target.exists() else []:
+    old = [line for line in target.read_text().splitlines() if line.strip()] if target.exists() else []
+    # From the newest line back: a case keeps its latest row, a run's ceilings line stays
+    # while one of its rows does.
+    seen, kept, run_kept = {(r["op"], r["case"]) for r in rows if "case" in r}, [], False
+    for line in reversed(old):
         r = json.loads(line)
-        if r.get("op") == "ceilings" or not runs:
-            runs.append([line, []])
-        if r.get("op") != "ceilings":
-            runs[-1][1].append((r["op"], r["case"], line))
-    seen, kept = set(fresh), []
-    for head, cases in reversed(runs):  # a case measured twice keeps its later row
-        rows = [line for op, case, line in reversed(cases) if (op, case) not in seen and not seen.add((op, case))]
-        if rows:
-            kept = [head] + rows[::-1] + kept
-    target.write_text("\n".join(kept + new) + "\n")
+        if r.get("op") == "ceilings":
+            if run_kept:
+                kept.append(line)
+            run_kept = False
+        elif (r["op"], r["case"]) not in seen:
+            seen.add((r["op"], r["case"]))
+            kept.append(line)
+            run_kept = True
+    target.write_text("\n".join(kept[::-1] + new) + "\n")
     return target
 
 
