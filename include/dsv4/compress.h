@@ -3,6 +3,8 @@
  *
  *   dsv4_compress          the V4.1 compressor: pooled, RMS-normalized latent rows
  *                          (ratio 1 and 2, with the ratio-2 ring state)
+ *   dsv4_compress_v4       the V4.0 compressor (ratio 4 and 128): state save, window
+ *                          pooling, norm, RoPE and the compressed-cache record, fused
  *   dsv4_inv_rope          undo the RoPE rotation of the attention output, in place
  *   dsv4_engram_lookup     fetch and dequantize Engram hash-table rows into bf16
  *
@@ -131,6 +133,126 @@ dsv4_status_t dsv4_compress_workspace_size(const dsv4_compress_desc_t *desc, siz
 dsv4_status_t dsv4_compress(const dsv4_compress_desc_t *desc, const dsv4_compress_args_t *args, void *workspace,
                             size_t workspace_bytes, dsv4_stream_t stream);
 dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_compress_args_t *args);
+
+/* =================================================================================
+ * dsv4_compress_v4: the V4.0 compressor (ratio 4 with overlap, ratio 128), fused with
+ * the compressed-cache writer
+ * =================================================================================
+ * DeepSeek-V4.0's compressed layers keep, per request, a sliding window of fp32 state
+ * rows (one per position) in a paged state cache, and at every position that closes a
+ * group of r = ratio positions pool the window into one 512-dim latent, normalize it and
+ * write it as a 584-byte fp8_ds_mla record (dsv4_kv_insert's format) into the compressed
+ * cache. With c = 2 at ratio 4 (overlapping windows) and c = 1 at ratio 128, a kv_score
+ * row holds kv (c * 512 floats) then score (c * 512); a state row holds the same two
+ * halves; the window has W = c * r rows (8 or 128). One call runs two steps in stream
+ * order:
+ *
+ * Step 1, save. Every row t with pos = positions[t] >= 0 and s = state_slot[t] in
+ * [0, state_blocks * B) (B = state_block_rows) stores state row (s / B, s % B):
+ *     kv half     kv_score[t, d]                            bit copy, d < c * 512
+ *     score half  kv_score[t, c * 512 + d] + ape[pos % r, d]   one fp32 add
+ *
+ * Step 2, records; it reads the state after every store of step 1. Row t writes a record
+ * when slot = slot_mapping[t] is in [0, num_pages * P) and pos + 1 is a multiple of r
+ * (the state slot plays no part: a padded row has slot -1 in both mappings). Its window
+ * is the positions q_j = pos - W + 1 + j, j < W. Row j is readable when q_j >= 0, the
+ * request b = req_idx[t] is in [0, num_reqs), q_j / B < max_blocks and blk =
+ * block_table[b * block_table_stride + q_j / B] is in [0, state_blocks); it is state row
+ * (blk, q_j % B), of which it uses dims o_j .. o_j + 511 of each half, o_j = 512 if
+ * j >= r (the newer half of an overlapping window) else 0: kv_j[d], s_j[d]. A row that is
+ * not readable counts as kv 0 and score -inf (it is not read). Per dim d < 512:
+ *     m      = the largest s_j[d] (NaN scores left out); if m = -inf, x[d] = 0, else
+ *     e_j    = exp(s_j[d] - m)                          the library's exp, below
+ *     num, den: per group of 8 consecutive rows, den_g = e_(8g) + ... + e_(8g+7) and
+ *               num_g = fmaf(kv_j[d], e_j, num_g) over the same rows in order, from +0;
+ *               then the W / 8 groups by a halving tree (for h = W/16, ..., 2, 1, group
+ *               g < h adds group g + h: ratio 128 only)
+ *     x[d]   = num / den
+ *     rr     = norm512's factor of x (dsv4_compress: 128 partials, halving tree,
+ *              1 / sqrtf(ssq / 512 + eps));  n[d] = (x[d] * rr) * gamma[d], fp32, not rounded
+ *     y[d]   = bf16(n[d]) for d < 448; each RoPE pair i < 32 of (a, b) = (n[448 + 2i],
+ *              n[449 + 2i]) rotated at the group's first position pos + 1 - r with
+ *              dsv4_kv_rope_insert's form on these unrounded fp32 values:
+ *              y_a = bf16(fmaf(a, c, -(b * s))), y_b = bf16(fmaf(b, c, a * s))
+ * and the record is exactly the one dsv4_kv_insert writes for the bf16 row y. Of several
+ * rows naming one slot, one row's whole record stands (as dsv4_kv_insert). A closing
+ * position below 0 or past the rotary table rotates by the identity; its window has no
+ * readable row and gives a zero latent.
+ *
+ * exp is evaluated by one fixed sequence of fp32 operations, the same on host and device:
+ * k = rint(x * log2(e)), a two-constant reduction by k * ln 2 and a degree-7 polynomial
+ * in fmaf steps, scaled by 2^k (0 below -104, NaN stays NaN); within 2 ulp of e^x. With
+ * every other step an IEEE operation in a fixed order, records are bit-exact against
+ * dsv4_compress_v4_ref and the state rows are exact. Against an exact evaluation of the
+ * formulas the pooled values x[d] stay within W * 2^-22 * max_j |kv_j[d]|.
+ *
+ *   kv_score       fp32 [num_tokens, 2 * c * 512], row stride kv_stride; 16-byte
+ *                  aligned, stride a multiple of 4
+ *   ape            fp32 [r, c * 512], contiguous, 16-byte aligned
+ *   positions      int64 [num_tokens]; state_slot int64 [num_tokens] (-1: not saved);
+ *                  slot_mapping int64 [num_tokens] (the compressed cache, -1: no record);
+ *                  8-byte aligned
+ *   req_idx        int32 [num_tokens], each row's request; 4-byte aligned
+ *   block_table    int32 [num_reqs, max_blocks], row stride block_table_stride: the
+ *                  state blocks of each request's positions; 4-byte aligned
+ *   gamma          bf16 [512], the compressor's RMSNorm weight; 8-byte aligned
+ *   cos_sin_cache  fp32 [max_position, 64] (cos 0..31, sin 32..63), 16-byte aligned
+ *   state          fp32 [state_blocks] blocks of B rows; block stride state_stride_block,
+ *                  row stride state_stride_row (elements, multiples of 4, rows not
+ *                  overlapping); 16-byte aligned; rows of step 1 written in place
+ *   cache          the compressed cache, as for dsv4_kv_insert (P = page_tokens slots a
+ *                  page: 64 at ratio 4 and 2 at ratio 128 upstream)
+ * state must not overlap any input or cache. The rows saved by one call must name
+ * distinct state rows, and no state row a record reads may be saved by the same call
+ * except as the row of its own position q_j (what a block table of distinct blocks per
+ * request gives).
+ *
+ * Errors: num_tokens outside [0, 2^31-1], ratio not 4 or 128, eps negative or not finite,
+ * kv_stride below 2 * c * 512, state_block_rows outside [1, 2^20], state_blocks < 1,
+ * state_stride_row below 2 * c * 512, state_stride_block below B * state_stride_row,
+ * num_reqs outside [0, 2^31-1], max_blocks outside [1, 2^31-1], block_table_stride below
+ * max_blocks (unless num_reqs <= 1), max_position < 1, a stride overflowing a 64-bit
+ * offset, the cache rules of dsv4_kv_insert -> INVALID_VALUE; strides not multiples of 4,
+ * misaligned pointers -> MISALIGNED. Out-of-range values inside positions, the slot
+ * mappings, req_idx and block_table never cause an access outside the buffers above.
+ * num_tokens = 0 validates and launches nothing. */
+typedef struct dsv4_compress_v4_desc {
+    int64_t num_tokens;         /* T: rows of kv_score and of every per-row array              */
+    int64_t ratio;              /* 4 (overlapping windows of 8 rows) or 128 (windows of 128)   */
+    int64_t kv_stride;          /* elements between kv_score rows; dense: 2 * c * 512          */
+    int64_t state_block_rows;   /* B: state rows per block (4 at ratio 4, 8 at 128 upstream)  */
+    int64_t state_blocks;       /* blocks in state                                             */
+    int64_t state_stride_block; /* elements between state blocks; dense: B * state_stride_row */
+    int64_t state_stride_row;   /* elements between state rows; dense: 2 * c * 512             */
+    int64_t num_reqs;           /* rows of block_table                                          */
+    int64_t max_blocks;         /* columns of block_table                                       */
+    int64_t block_table_stride; /* elements between block_table rows; dense: max_blocks      */
+    int64_t page_tokens;        /* P: slots per compressed-cache page                           */
+    int64_t page_stride_bytes;  /* bytes between pages, >= P * 584, multiple of 16             */
+    int64_t num_pages;          /* pages; slots >= num_pages * P write nothing                  */
+    int64_t max_position;       /* rows of cos_sin_cache                                        */
+    float eps;                  /* RMSNorm epsilon: finite, >= 0                                */
+} dsv4_compress_v4_desc_t;
+
+typedef struct dsv4_compress_v4_args {
+    const float *kv_score;       /* [num_tokens, 2 * c * 512] fp32: kv, then score             */
+    const float *ape;            /* [ratio, c * 512] fp32, added to the saved score            */
+    const int64_t *positions;    /* [num_tokens]                                                */
+    const int64_t *state_slot;   /* [num_tokens], state row of the position; -1 = not saved    */
+    const int32_t *req_idx;      /* [num_tokens], request of each row                          */
+    const int32_t *block_table;  /* [num_reqs, max_blocks], state blocks per request           */
+    const uint16_t *gamma;       /* bf16 [512]                                                  */
+    const float *cos_sin_cache;  /* [max_position, 64]                                          */
+    const int64_t *slot_mapping; /* [num_tokens], compressed-cache slot; -1 = no record        */
+    float *state;                /* the state cache, rows of step 1 written in place            */
+    uint8_t *cache;              /* the compressed cache; only written records change           */
+} dsv4_compress_v4_args_t;
+
+dsv4_status_t dsv4_compress_v4_check(const dsv4_compress_v4_desc_t *desc);
+dsv4_status_t dsv4_compress_v4_workspace_size(const dsv4_compress_v4_desc_t *desc, size_t *bytes);
+dsv4_status_t dsv4_compress_v4(const dsv4_compress_v4_desc_t *desc, const dsv4_compress_v4_args_t *args,
+                               void *workspace, size_t workspace_bytes, dsv4_stream_t stream);
+dsv4_status_t dsv4_compress_v4_ref(const dsv4_compress_v4_desc_t *desc, const dsv4_compress_v4_args_t *args);
 
 /* =================================================================================
  * dsv4_inv_rope: inverse GPT-J RoPE on the attention output, in place

@@ -16,10 +16,8 @@
  * LATENT_THREADS = 128 threads; a row that gets no latent returns at once (the test is
  * uniform over the CTA). Thread i owns dims 4i .. 4i + 3: one 16-byte load of each half
  * row it needs (kv and, at ratio 2, score of P and Q), so a warp reads 512 contiguous
- * bytes per load. Its partial p_i goes to shared memory; after one barrier every warp
- * forms (p_l + p_(l+64)) + (p_(l+32) + p_(l+96)) for its lane l (tree steps +64, +32)
- * and finishes with xor shuffles 16, 8, 4, 2, 1 (steps +16 .. +1): every lane of every
- * warp ends with the tree's ssq, so no second barrier. One 8-byte load of gamma and one
+ * bytes per load. Its partial p_i goes through latent_block.cuh's one-barrier tree to
+ * rr, which every thread ends with. One 8-byte load of gamma and one
  * 8-byte store of 4 bf16 per thread. The request of a ratio-2 row comes from a binary
  * search of query_start_loc (the same addresses for the whole CTA: L1 broadcasts).
  * latent_ring_kernel: grid = num_reqs CTAs of 256 threads, one per request; each copies
@@ -42,6 +40,7 @@
 
 #include "common/error.h"
 #include "common/launch.h"
+#include "compress/latent_block.cuh"
 #include "compress/latent_config.h"
 #include "compress/latent_math.h"
 #include "compress/latent_plan.h"
@@ -80,13 +79,7 @@ __global__ void __launch_bounds__(LATENT_THREADS, LATENT_MIN_BLOCKS) latent_kern
         x = make_float4(cl_pool(pk.x, x.x, ps.x, qs.x), cl_pool(pk.y, x.y, ps.y, qs.y), cl_pool(pk.z, x.z, ps.z, qs.z),
                         cl_pool(pk.w, x.w, ps.w, qs.w));
     }
-    part[i] = cl_partial4(x.x, x.y, x.z, x.w);
-    __syncthreads();
-    const int lane = i & 31;
-    float s = CL_FADD(CL_FADD(part[lane], part[lane + 64]), CL_FADD(part[lane + 32], part[lane + 96]));
-#pragma unroll
-    for (int k = 16; k >= 1; k >>= 1) s = CL_FADD(s, __shfl_xor_sync(0xFFFFFFFFu, s, k));
-    const float rr = cl_rms_inv(s, prm.eps);
+    const float rr = cl_block_rms_inv(part, i, true, x, prm.eps);
     const uint2 g = __ldg(reinterpret_cast<const uint2 *>(prm.gamma) + i);
     uint2 y;
     y.x = (uint32_t)cl_out(x.x, rr, (uint16_t)g.x) | ((uint32_t)cl_out(x.y, rr, (uint16_t)(g.x >> 16)) << 16);

@@ -8,7 +8,7 @@
  *   out      y   = bf16((x * rr) * gamma)
  *   pool     the ratio-2 two-row softmax pooling of one dim
  * The halving tree over the 128 partials (+64, +32, ..., +1) is written out twice, as a
- * loop in latent_ref.c and as shared memory plus xor shuffles in latent_kernel.cu; a
+ * loop here (cl_row_rms_inv) and as shared memory plus xor shuffles in latent_block.cuh; a
  * sum of two values is the same in either operand order, so every lane of the butterfly
  * ends with the tree's bits.
  *
@@ -52,9 +52,20 @@ DSV4_HD float cl_rms_inv(float ssq, float eps) {
     return CL_FDIV(1.0f, CL_FSQRT(CL_FADD(CL_FMUL(ssq, 1.0f / 512.0f), eps)));
 }
 
+/* One normalized element, fp32: (x * rr) * gamma. */
+DSV4_HD float cl_norm(float x, float rr, uint16_t gamma) { return CL_FMUL(CL_FMUL(x, rr), dsv4_bf16_to_f32(gamma)); }
+
 /* One latent element: bf16((x * rr) * gamma). */
-DSV4_HD uint16_t cl_out(float x, float rr, uint16_t gamma) {
-    return dsv4_f32_to_bf16(CL_FMUL(CL_FMUL(x, rr), dsv4_bf16_to_f32(gamma)));
+DSV4_HD uint16_t cl_out(float x, float rr, uint16_t gamma) { return dsv4_f32_to_bf16(cl_norm(x, rr, gamma)); }
+
+/* rr of a 512-dim row, the references' way: the 128 partials, then the halving tree as a
+ * loop (the kernels: shared memory and xor shuffles, latent_block.cuh). */
+static inline float cl_row_rms_inv(const float *x, float eps) {
+    float p[CL_PARTIALS];
+    for (int l = 0; l < CL_PARTIALS; ++l) p[l] = cl_partial4(x[4 * l], x[4 * l + 1], x[4 * l + 2], x[4 * l + 3]);
+    for (int h = CL_PARTIALS / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; ++l) p[l] = CL_FADD(p[l], p[l + h]);
+    return cl_rms_inv(p[0], eps);
 }
 
 /* One pooled dim of rows P (kv p, score sp) and Q (kv q, score sq). A comparison for the

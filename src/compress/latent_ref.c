@@ -1,6 +1,6 @@
 /*
  * CPU reference of dsv4_compress: plain loops over rows, each row through latent_math.h
- * (pooling, the 128 partial sums, the halving tree below, rr, the output rounding). At
+ * (pooling, the 128 partial sums, the halving tree, rr, the output rounding). At
  * ratio 2 every latent is computed first and the ring stores follow, as the kernels'
  * two launches do, so a chunk's first row reads the ring before its own chunk
  * overwrites it.
@@ -12,11 +12,7 @@
 
 /* norm512 of x into out. */
 static void norm_row(const float *x, const uint16_t *gamma, float eps, uint16_t *out) {
-    float p[CL_PARTIALS];
-    for (int l = 0; l < CL_PARTIALS; ++l) p[l] = cl_partial4(x[4 * l], x[4 * l + 1], x[4 * l + 2], x[4 * l + 3]);
-    for (int h = CL_PARTIALS / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; ++l) p[l] = CL_FADD(p[l], p[l + h]);
-    const float rr = cl_rms_inv(p[0], eps);
+    const float rr = cl_row_rms_inv(x, eps);
     for (int d = 0; d < DSV4_COMPRESS_DIM; ++d) out[d] = cl_out(x[d], rr, gamma[d]);
 }
 
