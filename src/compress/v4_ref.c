@@ -26,8 +26,7 @@ static void save_rows(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl, con
     }
 }
 
-/* x[d]: the pooled window of one closing row (off: the W row offsets, -1 = not read). */
-static void pool(const float *state, const int64_t *off, int64_t W, int64_t width, float *x) {
+void v4_ref_pool(const float *state, const int64_t *off, int64_t W, int64_t width, float *x) {
     for (int dd = 0; dd < D; ++dd) {
         float m = -INFINITY;
         for (int64_t j = 0; j < W; ++j)
@@ -82,7 +81,7 @@ dsv4_status_t v4_ref_run(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl, 
         for (int64_t j = 0; j < pl->window; ++j) off[j] = v4_row(&rows, d->ratio, pos, a->req_idx[t], j);
         float x[D];
         uint16_t y[D];
-        pool(a->state, off, pl->window, pl->width, x);
+        v4_ref_pool(a->state, off, pl->window, pl->width, x);
         latent_row(d, a, x, first, y);
         kv_quant_row(y, a->cache + kv_data_offset(slot / P, slot % P, d->page_stride_bytes),
                      a->cache + kv_scale_offset(slot / P, slot % P, P, d->page_stride_bytes));

@@ -199,3 +199,17 @@ void ct_engram_name(char *buf, size_t n, const char *where, const dsv4_engram_lo
              (long long)s->head_dim, (long long)s->ids_stride_token, (long long)s->ids_stride_head,
              (long long)s->values_stride_bytes, (long long)s->scales_stride_bytes);
 }
+
+th_buf_t ct_upload(const void *host, size_t n) {
+    th_buf_t b = th_buf_device(n ? n : 64);
+    if (host && n) th_buf_upload(&b, host);
+    return b;
+}
+
+void ct_expect_unchanged(th_ctx_t *t, const char *what, const th_buf_t *b, const void *host, size_t n) {
+    uint8_t *now = malloc(b->bytes);
+    th_buf_download(b, now);
+    if (n) th_cmp_bytes(t, what, now, host, n);
+    th_buf_guards_ok(t, b, what);
+    free(now);
+}

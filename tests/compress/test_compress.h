@@ -43,6 +43,12 @@ void ct_engram_name(char *buf, size_t n, const char *where, const dsv4_engram_lo
  * `cols`. Returns the count. */
 size_t ct_cmp_bf16(th_ctx_t *t, const char *what, const uint16_t *got, const uint16_t *want, size_t n, size_t cols);
 
+/* ---- GPU helpers ---------------------------------------------------------------------- */
+/* A device buffer in guard bands holding the n bytes at host (64 bytes when n is 0). */
+th_buf_t ct_upload(const void *host, size_t n);
+/* The device buffer b still holds the n bytes at host, inside intact guards. */
+void ct_expect_unchanged(th_ctx_t *t, const char *what, const th_buf_t *b, const void *host, size_t n);
+
 /* ---- tests ------------------------------------------------------------------------------ */
 void test_inv_rope_known_answers(th_ctx_t *t);
 void test_inv_rope_vs_model(th_ctx_t *t);

@@ -2,12 +2,17 @@
  * input, plans) and GPU (kernels against the references, bit for bit). */
 #include "test_compress.h"
 #include "test_latent.h"
+#include "test_v4.h"
 
 static const th_test_t tests[] = {
     {"compress.compress_known_answers", test_compress_known_answers, TH_CPU},
     {"compress.compress_vs_model", test_compress_vs_model, TH_CPU},
     {"compress.compress_ring", test_compress_ring, TH_CPU},
     {"compress.compress_plan", test_compress_plan, TH_CPU},
+    {"compress.compress_v4_exp", test_compress_v4_exp, TH_CPU},
+    {"compress.compress_v4_known_answers", test_compress_v4_known_answers, TH_CPU},
+    {"compress.compress_v4_vs_model", test_compress_v4_vs_model, TH_CPU},
+    {"compress.bad_input_compress_v4", test_compress_v4_bad_input, TH_CPU},
     {"compress.bad_input_compress", test_compress_bad_input, TH_CPU},
     {"compress.inv_rope_known_answers", test_inv_rope_known_answers, TH_CPU},
     {"compress.inv_rope_vs_model", test_inv_rope_vs_model, TH_CPU},
@@ -26,6 +31,9 @@ static const th_test_t tests[] = {
     {"compress.gpu_compress", test_cmp_gpu_compress, TH_GPU},
     {"compress.gpu_compress_graph", test_cmp_gpu_compress_graph, TH_GPU},
     {"compress.gpu_compress_bad_input_writes_nothing", test_cmp_gpu_compress_bad_input, TH_GPU},
+    {"compress.gpu_compress_v4", test_cmp_gpu_compress_v4, TH_GPU},
+    {"compress.gpu_compress_v4_graph", test_cmp_gpu_compress_v4_graph, TH_GPU},
+    {"compress.gpu_compress_v4_bad_input_writes_nothing", test_cmp_gpu_compress_v4_bad_input, TH_GPU},
 };
 
 int main(int argc, char **argv) { return th_main(argc, argv, tests, TH_COUNT(tests)); }

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "test_compress.h"
 #include "test_latent.h"
 
 enum { D = DSV4_COMPRESS_DIM };
@@ -19,20 +20,14 @@ typedef struct {
     th_buf_t kv, pos, slot, qsl, gamma, ring, latent;
 } lt_dev_t;
 
-static th_buf_t up(const void *host, size_t n) {
-    th_buf_t b = th_buf_device(n ? n : 64);
-    if (host && n) th_buf_upload(&b, host);
-    return b;
-}
-
 static void lt_upload(const lt_case_t *c, lt_dev_t *v) {
     const size_t T = (size_t)(c->d.num_tokens ? c->d.num_tokens : 1);
-    v->kv = up(c->kv, c->kv_elems * 4);
-    v->pos = up(c->pos, T * 8);
-    v->slot = up(c->slot, T * 8);
-    v->qsl = up(c->qsl, c->qsl_elems * 4);
-    v->gamma = up(c->gamma, D * 2);
-    v->ring = up(c->ring, c->ring_elems * 4);
+    v->kv = ct_upload(c->kv, c->kv_elems * 4);
+    v->pos = ct_upload(c->pos, T * 8);
+    v->slot = ct_upload(c->slot, T * 8);
+    v->qsl = ct_upload(c->qsl, c->qsl_elems * 4);
+    v->gamma = ct_upload(c->gamma, D * 2);
+    v->ring = ct_upload(c->ring, c->ring_elems * 4);
     v->latent = th_buf_device(T * D * 2);
     th_buf_poison(&v->latent, (uint8_t)LT_POISON);
 }
@@ -49,15 +44,6 @@ static dsv4_compress_args_t lt_dev_args(const lt_case_t *c, lt_dev_t *v) {
         a.positions = th_ptr(&v->pos), a.ring_slot = th_ptr(&v->slot), a.query_start_loc = th_ptr(&v->qsl),
         a.ring = th_ptr(&v->ring);
     return a;
-}
-
-/* A device buffer still holds `host`, inside intact guards. */
-static void expect_unchanged(th_ctx_t *t, const char *what, const th_buf_t *b, const void *host, size_t n) {
-    uint8_t *now = malloc(b->bytes);
-    th_buf_download(b, now);
-    if (n) th_cmp_bytes(t, what, now, host, n);
-    th_buf_guards_ok(t, b, what);
-    free(now);
 }
 
 /* Kernel and reference on one case; graph: run through a captured graph. */
@@ -103,9 +89,9 @@ static void gpu_case(th_ctx_t *t, lt_shape_t s, int graph) {
     }
     th_buf_guards_ok(t, &v.latent, "latent");
     th_buf_guards_ok(t, &v.ring, "ring");
-    expect_unchanged(t, "kv_score", &v.kv, c.kv, c.kv_elems * 4);
-    expect_unchanged(t, "slots", &v.slot, c.slot, (size_t)c.d.num_tokens * 8);
-    expect_unchanged(t, "query_start_loc", &v.qsl, c.qsl, c.qsl_elems * 4);
+    ct_expect_unchanged(t, "kv_score", &v.kv, c.kv, c.kv_elems * 4);
+    ct_expect_unchanged(t, "slots", &v.slot, c.slot, (size_t)c.d.num_tokens * 8);
+    ct_expect_unchanged(t, "query_start_loc", &v.qsl, c.qsl, c.qsl_elems * 4);
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
     free(got), free(want), free(ring_got), free(ring_ref);
@@ -147,8 +133,8 @@ void test_cmp_gpu_compress_bad_input(th_ctx_t *t) {
     da.ring = (float *)((char *)th_ptr(&v.ring) + 8);
     TH_EXPECT_STATUS(t, dsv4_compress(&c.d, &da, NULL, 0, DSV4_STREAM(s)), DSV4_STATUS_MISALIGNED);
     th_stream_sync_destroy(t, s);
-    expect_unchanged(t, "latent after failing calls", &v.latent, poison, T * D * 2);
-    expect_unchanged(t, "ring after failing calls", &v.ring, c.ring, c.ring_elems * 4);
+    ct_expect_unchanged(t, "latent after failing calls", &v.latent, poison, T * D * 2);
+    ct_expect_unchanged(t, "ring after failing calls", &v.ring, c.ring, c.ring_elems * 4);
     free(poison);
     lt_dev_free(&v);
     lt_case_free(&c);
