@@ -1,7 +1,7 @@
 /*
  * dsv4_bench: the benchmark and verification suite.
  *
- *   dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH]
+ *   dsv4_bench [--list] [--op OP] [--case NAME] [--check] [--json FILE] [--commit HASH]
  *              [--reps N] [--quick] [--flush write|clean] [--cpu]
  *
  * With a GPU: measures the ceilings (copy bandwidth, mma.sync bf16 throughput, empty
@@ -10,6 +10,9 @@
  * CPU reference on a smaller input of the same kind with its checks; the table then names
  * the GPU case each row stands for, not the shape that ran. Nothing is written without
  * --json. --cpu takes the no-GPU path on any machine (the CPU check that CTest runs).
+ * --op names an operator or a whole family; --case selects the cases of that name, or, when
+ * no selected case has exactly that name, those whose name contains it ('T=8192 r=1' is one
+ * case, not also 'T=8192 r=128').
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -36,7 +39,7 @@ int bench_measure_ceilings(bench_ctx_t *ctx);
 
 static void usage(void) {
     printf(
-        "usage: dsv4_bench [--list] [--op OP] [--case SUBSTR] [--check] [--json FILE] [--commit HASH] "
+        "usage: dsv4_bench [--list] [--op OP] [--case NAME] [--check] [--json FILE] [--commit HASH] "
         "[--reps N] [--quick] [--flush write|clean] [--cpu]\n");
 }
 
@@ -104,7 +107,11 @@ int main(int argc, char **argv) {
     else
         printf("\n%-16s %-34s %10s %10s %10s  %-30s %6s\n", "op", "case", "median_us", "p10_us", "p90_us",
                "ran on the CPU", "check");
-    int ran = 0;
+    int ran = 0, exact = 0;
+    for (const family_t *f = families; f->name && case_filter; ++f)
+        for (int i = 0; i < *f->count; ++i)
+            exact |= (!op_filter || !strcmp(op_filter, f->cases[i].op) || !strcmp(op_filter, f->name)) &&
+                     !strcmp(case_filter, f->cases[i].name);
     for (const family_t *f = families; f->name; ++f) {
         if (*f->count == 0) {
             if (!op_filter) printf("%-16s not implemented yet\n", f->name);
@@ -113,7 +120,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < *f->count; ++i) {
             const bench_case_t *c = &f->cases[i];
             if (op_filter && strcmp(op_filter, c->op) && strcmp(op_filter, f->name)) continue;
-            if (case_filter && !strstr(c->name, case_filter)) continue;
+            if (case_filter && (exact ? strcmp(c->name, case_filter) != 0 : !strstr(c->name, case_filter))) continue;
             if (c->run(&ctx, c->op, c->name)) ctx.failures++;
             ++ran;
         }

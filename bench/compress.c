@@ -23,6 +23,8 @@
  *                                 per closing row written, 4096 per ring row read and 8192
  *                                 per ring row stored; ceiling: copy (N >= 8,192) or the
  *                                 empty launch (N = 24)
+ *   compress_v4    T=N r=4|128    the V4.0 compressor fused with the compressed-cache writer:
+ *                                 its cases, byte counts and checks are in bench/compress_v4.c
  *
  * With --check each case first compares one run with the CPU reference, every element.
  * Without a GPU each case runs its reference on a smaller input of the same kind and
@@ -38,6 +40,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "compress_bench.h"
 #include "dsv4/compress.h"
 #include "dsv4/numerics.h"
 
@@ -446,10 +449,21 @@ static int run_compress(bench_ctx_t *ctx, const char *op, const char *name) {
 }
 
 const bench_case_t bench_compress_cases[] = {
-    {"compress", "T=8192 r=1", run_compress},        {"compress", "T=65536 r=1", run_compress},
-    {"compress", "T=8192 r=2", run_compress},        {"compress", "T=65536 r=2", run_compress},
-    {"compress", "T=24 r=2", run_compress},          {"inv_rope", "T=8192 H=64", run_inv_rope},
-    {"inv_rope", "T=24 H=64", run_inv_rope},         {"engram_lookup", "T=8192 H=8 D=256", run_engram},
-    {"engram_lookup", "T=24 H=8 D=256", run_engram}, {"engram_lookup", "T=8192 H=8 D=256 host", run_engram},
+    {"compress", "T=8192 r=1", run_compress},
+    {"compress", "T=65536 r=1", run_compress},
+    {"compress", "T=8192 r=2", run_compress},
+    {"compress", "T=65536 r=2", run_compress},
+    {"compress", "T=24 r=2", run_compress},
+    {"inv_rope", "T=8192 H=64", run_inv_rope},
+    {"inv_rope", "T=24 H=64", run_inv_rope},
+    {"engram_lookup", "T=8192 H=8 D=256", run_engram},
+    {"engram_lookup", "T=24 H=8 D=256", run_engram},
+    {"engram_lookup", "T=8192 H=8 D=256 host", run_engram},
+    {"compress_v4", "T=8192 r=4", bench_run_compress_v4},
+    {"compress_v4", "T=65536 r=4", bench_run_compress_v4},
+    {"compress_v4", "T=8192 r=128", bench_run_compress_v4},
+    {"compress_v4", "T=65536 r=128", bench_run_compress_v4},
+    {"compress_v4", "T=24 r=4", bench_run_compress_v4},
+    {"compress_v4", "T=24 r=128", bench_run_compress_v4},
 };
 const int bench_compress_count = (int)(sizeof bench_compress_cases / sizeof bench_compress_cases[0]);
