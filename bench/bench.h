@@ -84,6 +84,9 @@ typedef struct {
 
 /* splitmix64: deterministic case inputs (the benchmark does not link the test harness). */
 uint64_t bench_rng_next(uint64_t *state);
+/* A GPT-J rotary table [rows, 64] (malloc'ed): cos of pair i at position n in column i, sin in
+ * 32 + i, theta 10000 over 32 pairs (the model's). */
+float *bench_rotary_table(int64_t rows);
 
 /* Device helpers for cases: allocation that reports failure instead of exiting. */
 /* "write" (the default: the flush buffer is memset before each rep) or "clean" (--flush

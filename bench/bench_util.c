@@ -1,5 +1,6 @@
 /* Timing, ceilings and reporting for dsv4_bench. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,16 @@ uint64_t bench_rng_next(uint64_t *state) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+float *bench_rotary_table(int64_t rows) {
+    float *cs = malloc((size_t)rows * 256);
+    for (int64_t n = 0; cs && n < rows; ++n)
+        for (int i = 0; i < 32; ++i) {
+            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
+            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
+        }
+    return cs;
 }
 
 void *bench_dev_alloc(size_t bytes) {

@@ -71,15 +71,9 @@ static void ir_problem(int64_t T, int64_t H, uint64_t *s, ir_state_t *h) {
         .num_tokens = T, .num_heads = H, .max_position = T, .o_stride_token = H * 512, .o_stride_head = 512};
     uint16_t *o = malloc((size_t)(T * H) * 1024);
     int64_t *pos = malloc((size_t)T * 8);
-    float *cs = malloc((size_t)T * 256);
+    float *cs = bench_rotary_table(T);
     for (int64_t i = 0; i < T * H * 512; ++i) o[i] = rand_bf16(s);
-    for (int64_t n = 0; n < T; ++n) {
-        pos[n] = n;
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
-            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
-        }
-    }
+    for (int64_t n = 0; n < T; ++n) pos[n] = n;
     h->a = (dsv4_inv_rope_args_t){o, pos, cs};
 }
 static void ir_free(ir_state_t *h) { free(h->a.o), free((void *)h->a.position_ids), free((void *)h->a.cos_sin_cache); }

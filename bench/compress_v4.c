@@ -78,16 +78,6 @@ static int64_t *v4_shuffled(uint64_t *s, int64_t first, int64_t n) {
     return a;
 }
 
-static float *v4_rotary_table(int64_t rows) {
-    float *cs = malloc((size_t)rows * 256);
-    for (int64_t n = 0; n < rows; ++n)
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
-            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
-        }
-    return cs;
-}
-
 /* c * 512: floats in each half of a kv_score or state row. */
 static int64_t v4_width(int64_t r) { return r == 4 ? 2 * V4_D : V4_D; }
 
@@ -168,7 +158,7 @@ static void v4_problem(int64_t T, int64_t r, int64_t L, int unit_gamma, uint64_t
         np += last / r / P - p0 / r / P + 1;
     }
     free(block_ids), free(page_ids);
-    h->a = (dsv4_compress_v4_args_t){kv, ape, pos, sslot, req, bt, gamma, v4_rotary_table(end), smap, state, cache};
+    h->a = (dsv4_compress_v4_args_t){kv, ape, pos, sslot, req, bt, gamma, bench_rotary_table(end), smap, state, cache};
 }
 static void v4_free(v4_state_t *h) {
     void *p[V4_BUFS];

@@ -59,16 +59,6 @@ static uint16_t rand_bf16(uint64_t *s) {
     return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
 }
 
-static float *rotary_table(int64_t rows) {
-    float *cs = malloc((size_t)rows * 256);
-    for (int64_t n = 0; n < rows; ++n)
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
-            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
-        }
-    return cs;
-}
-
 /* The largest code magnitude of a 128-code row, decoded. */
 static double row_code_max(const uint8_t *c) {
     double m = 0;
@@ -103,7 +93,7 @@ static void q_problem(int64_t T, int64_t H, uint64_t *s, q_state_t *h) {
     for (int64_t i = 0; i < T * H; ++i) wr[i] = rand_bf16(s);
     for (int64_t n = 0; n < T; ++n) pos[n] = n;
     h->a = (dsv4_indexer_q_args_t){
-        q, wr, pos, rotary_table(T), malloc((size_t)(T * H) * 128), malloc((size_t)(T * H) * 4)};
+        q, wr, pos, bench_rotary_table(T), malloc((size_t)(T * H) * 128), malloc((size_t)(T * H) * 4)};
 }
 static void q_free(q_state_t *h) {
     free((void *)h->a.q), free((void *)h->a.w_raw), free((void *)h->a.positions), free((void *)h->a.cos_sin);
@@ -213,7 +203,7 @@ static void k_problem(int64_t T, int64_t r, uint64_t *s, k_state_t *h) {
     for (int64_t n = 0; n < T; ++n) pos[n] = n, slot[n] = n / r;
     uint8_t *cache = malloc(h->cache_bytes);
     memset(cache, K_POISON, h->cache_bytes);
-    h->a = (dsv4_indexer_k_store_args_t){k, g, pos, slot, rotary_table(T), cache};
+    h->a = (dsv4_indexer_k_store_args_t){k, g, pos, slot, bench_rotary_table(T), cache};
 }
 static void k_free(k_state_t *h) {
     free((void *)h->a.k_pre), free((void *)h->a.gamma), free((void *)h->a.positions);

@@ -455,16 +455,12 @@ static void swa_problem(int64_t N, int64_t H, int skip_q_norm, uint64_t *s, swa_
                                       .kv_stride_row = 512};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
     int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
-    float *cs = malloc((size_t)N * 256);
+    float *cs = bench_rotary_table(N);
     for (int64_t i = 0; i < N * H * 512; ++i) q[i] = rng_bf16(s);
     for (int64_t i = 0; i < N * 512; ++i) kv[i] = rng_bf16(s);
     for (int64_t n = 0; n < N; ++n) {
         pos[n] = n;
         slots[n] = pages[n / P] * P + n % P;
-        for (int i = 0; i < 32; ++i) {
-            const double ang = (double)n * pow(10000.0, -(double)i / 32.0);
-            cs[n * 64 + i] = (float)cos(ang), cs[n * 64 + 32 + i] = (float)sin(ang);
-        }
     }
     free(pages);
     uint8_t *cache = malloc((size_t)(npages * h->d.page_stride_bytes));
