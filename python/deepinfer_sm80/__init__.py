@@ -7,7 +7,7 @@ Every operator takes torch tensors or numpy arrays (bf16 on numpy: uint16 bit pa
 """
 from ._lib import Dsv4Error, NoDeviceError
 from .attention import sparse_mla_decode, sparse_mla_decode_plan, sparse_mla_prefill, sparse_mla_prefill_plan
-from .compressor import compress, engram_lookup, inv_rope
+from .compressor import compress, compress_v4, engram_lookup, inv_rope
 from .device import device_count, device_query, version
 from .indexer import indexer_k_store, indexer_logits, indexer_q, indexer_topk
 from .indices import combine_cols, combine_topk_swa, decode_swa_indices, topk_translate, topk_translate_packed
@@ -22,6 +22,6 @@ __all__ = [
     "topk_translate", "topk_translate_packed", "combine_cols", "combine_topk_swa", "decode_swa_indices",
     "sparse_mla_decode", "sparse_mla_decode_plan", "sparse_mla_prefill", "sparse_mla_prefill_plan",
     "gate_params", "mhc_post", "mhc_collapse", "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split",
-    "mhc_plan", "plan", "compress", "inv_rope", "engram_lookup", "indexer_q", "indexer_k_store",
+    "mhc_plan", "plan", "compress", "compress_v4", "inv_rope", "engram_lookup", "indexer_q", "indexer_k_store",
     "indexer_topk", "indexer_logits",
 ]

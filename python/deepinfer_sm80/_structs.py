@@ -217,6 +217,42 @@ class dsv4_compress_args_t(ctypes.Structure):
     ]
 
 
+class dsv4_compress_v4_desc_t(ctypes.Structure):
+    _fields_ = [
+        ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
+        ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("kv_stride", ctypes.c_int64),  # int64_t kv_stride
+        ("state_block_rows", ctypes.c_int64),  # int64_t state_block_rows
+        ("state_blocks", ctypes.c_int64),  # int64_t state_blocks
+        ("state_stride_block", ctypes.c_int64),  # int64_t state_stride_block
+        ("state_stride_row", ctypes.c_int64),  # int64_t state_stride_row
+        ("num_reqs", ctypes.c_int64),  # int64_t num_reqs
+        ("max_blocks", ctypes.c_int64),  # int64_t max_blocks
+        ("block_table_stride", ctypes.c_int64),  # int64_t block_table_stride
+        ("page_tokens", ctypes.c_int64),  # int64_t page_tokens
+        ("page_stride_bytes", ctypes.c_int64),  # int64_t page_stride_bytes
+        ("num_pages", ctypes.c_int64),  # int64_t num_pages
+        ("max_position", ctypes.c_int64),  # int64_t max_position
+        ("eps", ctypes.c_float),  # float eps
+    ]
+
+
+class dsv4_compress_v4_args_t(ctypes.Structure):
+    _fields_ = [
+        ("kv_score", ctypes.c_void_p),  # const float *kv_score
+        ("ape", ctypes.c_void_p),  # const float *ape
+        ("positions", ctypes.c_void_p),  # const int64_t *positions
+        ("state_slot", ctypes.c_void_p),  # const int64_t *state_slot
+        ("req_idx", ctypes.c_void_p),  # const int32_t *req_idx
+        ("block_table", ctypes.c_void_p),  # const int32_t *block_table
+        ("gamma", ctypes.c_void_p),  # const uint16_t *gamma
+        ("cos_sin_cache", ctypes.c_void_p),  # const float *cos_sin_cache
+        ("slot_mapping", ctypes.c_void_p),  # const int64_t *slot_mapping
+        ("state", ctypes.c_void_p),  # float *state
+        ("cache", ctypes.c_void_p),  # uint8_t *cache
+    ]
+
+
 class dsv4_inv_rope_desc_t(ctypes.Structure):
     _fields_ = [
         ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
@@ -852,6 +888,8 @@ STRUCTS = [
     dsv4_sparse_mla_prefill_args_t,
     dsv4_compress_desc_t,
     dsv4_compress_args_t,
+    dsv4_compress_v4_desc_t,
+    dsv4_compress_v4_args_t,
     dsv4_inv_rope_desc_t,
     dsv4_inv_rope_args_t,
     dsv4_engram_lookup_desc_t,
@@ -923,6 +961,10 @@ PROTOTYPES = {
     "dsv4_compress_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.c_void_p]),
     "dsv4_compress": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.POINTER(dsv4_compress_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "dsv4_compress_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_desc_t), ctypes.POINTER(dsv4_compress_args_t)]),
+    "dsv4_compress_v4_check": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_v4_desc_t)]),
+    "dsv4_compress_v4_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_v4_desc_t), ctypes.c_void_p]),
+    "dsv4_compress_v4": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_v4_desc_t), ctypes.POINTER(dsv4_compress_v4_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+    "dsv4_compress_v4_ref": (ctypes.c_int, [ctypes.POINTER(dsv4_compress_v4_desc_t), ctypes.POINTER(dsv4_compress_v4_args_t)]),
     "dsv4_inv_rope_check": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t)]),
     "dsv4_inv_rope_workspace_size": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.c_void_p]),
     "dsv4_inv_rope": (ctypes.c_int, [ctypes.POINTER(dsv4_inv_rope_desc_t), ctypes.POINTER(dsv4_inv_rope_args_t), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),

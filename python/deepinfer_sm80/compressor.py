@@ -1,5 +1,6 @@
 """The compress family (the module is not named `compress`, the operator is): the V4.1 compressor,
-inverse RoPE, Engram lookup (include/dsv4/compress.h).
+the V4.0 compressor fused with the compressed-cache writer, inverse RoPE, Engram lookup
+(include/dsv4/compress.h).
 
 bf16 tensors are torch.bfloat16 (or numpy uint16 bit patterns); the formulas, rounding points and
 errors are the header's. CUDA tensors run the kernels on torch's current stream, host tensors the
@@ -7,6 +8,7 @@ C references.
 """
 from . import _structs as S
 from ._ops import addr, arg, contiguous, is_torch, op, shape, side, struct, writable
+from .kvcache import cache_geometry
 from .tensors import is_cuda, strides
 
 DIM = S.DSV4_COMPRESS_DIM
@@ -59,6 +61,54 @@ def compress(kv_score, gamma, latent, *, ratio, eps, slot=None, positions=None, 
     args = struct("dsv4_compress_args_t", **{k: addr(v) for k, v in tensors.items()})
     op(o)(desc, args, anchor, workspace)
     return latent
+
+
+def compress_v4(kv_score, ape, positions, state_slot, req_idx, block_table, gamma, cos_sin_cache, slot_mapping,
+                state, cache, *, ratio, eps, page_tokens, page_stride_bytes=None, workspace=None):
+    """The V4.0 compressor (ratio 4 with overlapping windows, ratio 128), fused with the
+    compressed-cache writer: save each row's state, then pool, normalize, rotate and insert one
+    fp8_ds_mla record per row that closes a group of `ratio` positions.
+
+    With c = 2 at ratio 4 and 1 at ratio 128: kv_score: fp32 [T, 2*c*512] (kv, then score; row
+    stride a multiple of 4); ape: fp32 [ratio, c*512] contiguous; positions, state_slot,
+    slot_mapping: int64 [T] (-1: not saved / no record); req_idx: int32 [T]; block_table: int32
+    [R, max_blocks], the state blocks of each request's positions; gamma: bf16 [512];
+    cos_sin_cache: fp32 [max_position, 64] contiguous; state: fp32 [blocks, B, 2*c*512] (B rows a
+    block, any block/row strides that are multiples of 4), rows of this call written in place;
+    cache: uint8 pages of P = page_tokens slots (as kv_insert), only written records change.
+    Returns (state, cache)."""
+    o = "compress_v4"
+    if ratio not in (4, 128):
+        raise ValueError(f"{o}: ratio {ratio} must be 4 or 128")
+    width = (2 if ratio == 4 else 1) * DIM
+    arg(o, "kv_score", kv_score, "f32", 2, (None, 2 * width))
+    T = shape(kv_score)[0]
+    arg(o, "ape", ape, "f32", 2, (ratio, width))
+    contiguous(o, "ape", ape)
+    for name, x in (("positions", positions), ("state_slot", state_slot), ("slot_mapping", slot_mapping)):
+        arg(o, name, x, "i64", 1, (T,))
+    arg(o, "req_idx", req_idx, "i32", 1, (T,))
+    arg(o, "block_table", block_table, "i32", 2)
+    arg(o, "gamma", gamma, "bf16", 1, (DIM,))
+    arg(o, "cos_sin_cache", cos_sin_cache, "f32", 2, (None, 64))
+    contiguous(o, "cos_sin_cache", cos_sin_cache)
+    arg(o, "state", state, "f32", 3, (None, None, 2 * width))
+    writable(o, "state", state), writable(o, "cache", cache)
+    stride, pages = cache_geometry(o, "cache", cache, page_tokens, page_stride_bytes)
+    tensors = dict(kv_score=kv_score, ape=ape, positions=positions, state_slot=state_slot, req_idx=req_idx,
+                   block_table=block_table, gamma=gamma, cos_sin_cache=cos_sin_cache, slot_mapping=slot_mapping,
+                   state=state, cache=cache)
+    anchor = side(o, **tensors)
+    st_state, bt_dims = strides(state), shape(block_table)
+    desc = struct(
+        "dsv4_compress_v4_desc_t", num_tokens=T, ratio=ratio, kv_stride=strides(kv_score)[0],
+        state_block_rows=shape(state)[1], state_blocks=shape(state)[0], state_stride_block=st_state[0],
+        state_stride_row=st_state[1], num_reqs=bt_dims[0], max_blocks=bt_dims[1],
+        block_table_stride=strides(block_table)[0], page_tokens=page_tokens, page_stride_bytes=stride,
+        num_pages=pages, max_position=shape(cos_sin_cache)[0], eps=eps)
+    args = struct("dsv4_compress_v4_args_t", **{k: addr(v) for k, v in tensors.items()})
+    op(o)(desc, args, anchor, workspace)
+    return state, cache
 
 
 def inv_rope(o_heads, position_ids, cos_sin_cache, *, num_heads=None, workspace=None):

@@ -41,8 +41,8 @@ ROUTE_AUTO = _mhc.ROUTE_AUTO
 __all__ = [
     "Planner", "kv_insert", "kv_swa_write", "kv_rope_insert", "kv_gather", "topk_translate", "topk_translate_packed",
     "combine_topk_swa", "decode_swa_indices", "sparse_mla_decode", "sparse_mla_prefill", "mhc_post", "mhc_collapse",
-    "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split", "compress", "inv_rope", "engram_lookup",
-    "indexer_q", "indexer_k_store", "indexer_topk", "indexer_logits",
+    "mhc_gates", "mhc_pre", "mhc_seam", "mhc_fn_bcast", "mhc_fn_split", "compress", "compress_v4", "inv_rope",
+    "engram_lookup", "indexer_q", "indexer_k_store", "indexer_topk", "indexer_logits",
 ]
 
 
@@ -292,6 +292,23 @@ def compress(kv_score: Tensor, gamma: Tensor, latent: Tensor, slot: Optional[Ten
     query_start_loc int32 [R + 1], ring fp32 [blocks * ring_cap, 1024] (updated)."""
     _cmp.compress(kv_score, gamma, latent, ratio=ratio, eps=eps, slot=slot, positions=positions,
                   ring_slot=ring_slot, query_start_loc=query_start_loc, ring=ring, ring_cap=ring_cap)
+
+
+@_op("state", "cache")
+def compress_v4(kv_score: Tensor, ape: Tensor, positions: Tensor, state_slot: Tensor, req_idx: Tensor,
+                block_table: Tensor, gamma: Tensor, cos_sin_cache: Tensor, slot_mapping: Tensor, state: Tensor,
+                cache: Tensor, *, ratio: int, eps: float, page_tokens: int,
+                page_stride_bytes: Optional[int] = None) -> None:
+    """The V4.0 compressor (ratio 4 or 128) fused with the compressed-cache writer: state rows
+    saved, then one record per row closing a group of `ratio` positions.
+
+    With c = 2 at ratio 4, 1 at ratio 128: kv_score: fp32 [T, 2*c*512]; ape: fp32 [ratio, c*512];
+    positions, state_slot, slot_mapping: int64 [T]; req_idx: int32 [T]; block_table: int32
+    [R, max_blocks]; gamma: bf16 [512]; cos_sin_cache: fp32 [max_position, 64]; state: fp32
+    [blocks, B, 2*c*512], written; cache: uint8 pages, written."""
+    _cmp.compress_v4(kv_score, ape, positions, state_slot, req_idx, block_table, gamma, cos_sin_cache, slot_mapping,
+                     state, cache, ratio=ratio, eps=eps, page_tokens=page_tokens,
+                     page_stride_bytes=page_stride_bytes)
 
 
 @_op("o_heads")

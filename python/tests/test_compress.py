@@ -112,3 +112,190 @@ def test_engram_lookup(be, rng, head_start):
     oracle.assert_bits(be.get(ot), want, f"engram_lookup (head_start {head_start})")
     with pytest.raises(ValueError, match="vocab"):
         d.engram_lookup(be.put(values), be.put(scales), idt, ot, vocab_start=v0, vocab_end=v0 + rows + 1)
+
+
+# ---- compress_v4 ----------------------------------------------------------------------------------
+# Per ratio: state rows a block, compressed-cache slots a page, pages, rotary rows, and the requests
+# as (first position of this call, rows): every window a record reads starts inside this call or in
+# state rows an earlier call left.
+_V4_SHAPES = {
+    4: dict(B=4, P=64, pages=2, max_pos=64, reqs=[(10, 7), (0, 6), (29, 3)]),
+    128: dict(B=8, P=2, pages=16, max_pos=300, reqs=[(120, 14), (250, 8), (0, 5)]),
+}
+
+
+def v4_case(rng, ratio):
+    """A random dsv4_compress_v4 call as dense numpy arrays: three requests (one starting at
+    position 0, whose first window at ratio 4 reaches below 0), two padded rows at a closing
+    position (slot -1 in both mappings), a block table of distinct state blocks, random earlier
+    state rows, a poisoned compressed cache with a distinct slot for every live row."""
+    sh = _V4_SHAPES[ratio]
+    B, P, pages = sh["B"], sh["P"], sh["pages"]
+    width = (2 if ratio == 4 else 1) * 512
+    max_blocks = max(s + n for s, n in sh["reqs"]) // B + 1
+    R = len(sh["reqs"])
+    blocks = R * max_blocks + 3
+    table = rng.permutation(blocks)[:R * max_blocks].astype(np.int32).reshape(R, max_blocks)
+    pos, req = [], []
+    for b, (s, n) in enumerate(sh["reqs"]):
+        pos += list(range(s, s + n))
+        req += [b] * n
+    pad_at = [2, len(pos) // 2 + 1]
+    for i in pad_at:  # a padded row takes a closing position: it must still write nothing
+        pos.insert(i, ratio - 1)
+        req.insert(i, 0)
+    pos, req = np.array(pos, np.int64), np.array(req, np.int32)
+    T = len(pos)
+    state_slot = (table[req, pos // B].astype(np.int64) * B + pos % B).astype(np.int64)
+    slot_mapping = rng.permutation(pages * P)[:T].astype(np.int64)
+    state_slot[pad_at], slot_mapping[pad_at] = -1, -1
+    kv = np.concatenate([rng.standard_normal((T, width)) * 2, rng.standard_normal((T, width)) * 1.5], 1)
+    state = np.concatenate([rng.standard_normal((blocks, B, width)) * 2,
+                            rng.standard_normal((blocks, B, width)) * 1.5], 2).astype(np.float32)
+    return dict(kv_score=kv.astype(np.float32), ape=rng.standard_normal((ratio, width)).astype(np.float32),
+                positions=pos, state_slot=state_slot, req_idx=req, block_table=table,
+                gamma=sm.rng_bf16(rng, (512,), -2, 1), cos_sin_cache=sm.rope_table(rng, sh["max_pos"]),
+                slot_mapping=slot_mapping, state=state,
+                cache=oracle.poison(rng, (pages, sm.page_stride(P)), np.uint8)), P
+
+
+def v4_desc(c, ratio, P, eps=1e-6):
+    """The descriptor of a dense v4_case."""
+    st, cache = c["state"], c["cache"]
+    return dict(num_tokens=len(c["positions"]), ratio=ratio, kv_stride=c["kv_score"].shape[1],
+                state_block_rows=st.shape[1], state_blocks=st.shape[0], state_stride_block=st.shape[1] * st.shape[2],
+                state_stride_row=st.shape[2], num_reqs=c["block_table"].shape[0],
+                max_blocks=c["block_table"].shape[1], block_table_stride=c["block_table"].shape[1], page_tokens=P,
+                page_stride_bytes=cache.shape[1], num_pages=cache.shape[0],
+                max_position=c["cos_sin_cache"].shape[0], eps=eps)
+
+
+def v4_model(c, ratio, eps=1e-6):
+    """Independent float64 model of the contract: the state after the save step (exact), and per
+    written slot the normalized latent n (float64 [512]) with its RoPE dims rotated."""
+    width = c["ape"].shape[1]
+    state = c["state"].copy()
+    B = state.shape[1]
+    for t, (p, s) in enumerate(zip(c["positions"], c["state_slot"])):
+        if p >= 0 and 0 <= s < state.shape[0] * B:
+            state[s // B, s % B, :width] = c["kv_score"][t, :width]
+            state[s // B, s % B, width:] = c["kv_score"][t, width:] + c["ape"][p % ratio]  # one fp32 add
+    W = width // 512 * ratio
+    gamma = sm.bf16_to_f32(c["gamma"]).astype(np.float64)
+    out = {}
+    for t, (p, slot) in enumerate(zip(c["positions"], c["slot_mapping"])):
+        if slot < 0 or (p + 1) % ratio:
+            continue
+        kvs, scores = [], []
+        for j in range(W):
+            q = p - W + 1 + j
+            if q < 0:
+                continue
+            row = state[c["block_table"][c["req_idx"][t], q // B], q % B].astype(np.float64)
+            o = 512 if j >= ratio else 0
+            kvs.append(row[o:o + 512]), scores.append(row[width + o:width + o + 512])
+        kvs, scores = np.array(kvs), np.array(scores)
+        w = np.exp(scores - scores.max(0))
+        x = (w * kvs).sum(0) / w.sum(0)
+        n = x / np.sqrt((x * x).mean() + eps) * gamma
+        cs = c["cos_sin_cache"][p + 1 - ratio].astype(np.float64)
+        a, b = n[448::2].copy(), n[449::2].copy()
+        n[448::2], n[449::2] = a * cs[:32] - b * cs[32:], b * cs[:32] + a * cs[32:]
+        out[int(slot)] = n
+    return state, out
+
+
+def _e4m3_step(v):
+    """The e4m3 spacing at magnitude |v| (scaled units): 2^-9 below 2^-6, else 2^(e - 3)."""
+    e = np.floor(np.log2(np.maximum(np.abs(v), 2.0**-6)))
+    return np.where(np.abs(v) < 2.0**-6, 2.0**-9, 2.0 ** (e - 3))
+
+
+def _bf16_ulp(v):
+    """The bf16 spacing at magnitude |v| (normal range)."""
+    return 2.0 ** (np.floor(np.log2(np.maximum(np.abs(v), 2.0**-126))) - 7)
+
+
+def check_v4_records(cache, poison, P, want, what):
+    """Each record of `want` (slot -> float64 latent) decodes within its two roundings: a nope dim
+    within half an e4m3 step (of its block's scale, at its magnitude) plus one bf16 ulp, the block
+    scale the power of two of the block's absmax / 448; a RoPE dim within half a bf16 ulp plus
+    2^-16 of its pair's magnitude (the fp32 evaluation). Every other byte keeps its poison.
+    Returns the largest deviation of the nope and of the RoPE dims, in units of their bounds."""
+    touched = np.zeros(cache.shape, bool)
+    worst = np.zeros(2)
+    for slot, n in want.items():
+        page, p = divmod(slot, P)
+        touched[page, p * sm.DATA:(p + 1) * sm.DATA] = True
+        touched[page, P * sm.DATA + p * 8:P * sm.DATA + p * 8 + 8] = True
+        got = sm.bf16_to_f32(sm.dequant_slot(cache, P, slot)).astype(np.float64)
+        assert np.isfinite(got).all(), f"{what}: slot {slot} decodes to non-finite values"
+        scale = sm.ue8m0_decode(cache[page, P * sm.DATA + p * 8:P * sm.DATA + p * 8 + 7]).astype(np.float64)
+        amax = np.maximum(np.abs(n[:448]).reshape(7, 64).max(1), 1e-4)
+        assert ((amax <= 448 * scale * (1 + 2**-7)) & (amax > 224 * scale * (1 - 2**-7))).all(), (
+            f"{what}: slot {slot} block scales {scale} for absmax {amax}")
+        s = np.repeat(scale, 64)
+        pair = np.repeat(np.abs(n[448::2]) + np.abs(n[449::2]), 2)
+        tol = np.concatenate([0.5 * s * _e4m3_step(n[:448] / s) + _bf16_ulp(n[:448]),
+                              0.5 * _bf16_ulp(n[448:]) + 2.0**-16 * pair])
+        err = np.abs(got - n) / tol
+        i = int(np.argmax(err))
+        assert err[i] <= 1, f"{what}: slot {slot} dim {i}: decoded {got[i]:.6g}, model {n[i]:.6g}, bound {tol[i]:.3g}"
+        worst = np.maximum(worst, [err[:448].max(), err[448:].max()])
+    assert (cache[~touched] == poison[~touched]).all(), f"{what}: bytes outside the records changed"
+    return worst
+
+
+@pytest.mark.parametrize("ratio", [4, 128])
+@pytest.mark.parametrize("layout", ["dense", "padded"])
+def test_compress_v4(be, rng, ratio, layout):
+    """The reference against the float64 model (state rows exact, records within their rounding,
+    nothing else written), then the binding bit for bit against the reference; padded: kv_score and
+    state rows 4 floats wider (the padding must stay), a flat cache with an explicit page stride."""
+    c, P = v4_case(rng, ratio)
+    want = {k: v.copy() for k, v in c.items()}
+    oracle.ref("compress_v4", v4_desc(c, ratio, P), **want)
+    model_state, records = v4_model(c, ratio)
+    closing = [(p + 1) % ratio == 0 and s >= 0 for p, s in zip(c["positions"], c["slot_mapping"])]
+    assert len(records) == sum(closing) >= 2
+    oracle.assert_bits(want["state"], model_state, f"compress_v4 state (r={ratio})")
+    saved = c["state_slot"] >= 0
+    assert not np.array_equal(model_state, c["state"]) and saved.sum() == len(set(c["state_slot"][saved]))
+    worst = check_v4_records(want["cache"], c["cache"], P, records, f"compress_v4 reference (r={ratio})")
+    print(f"compress_v4 r={ratio}: {len(records)} records, worst deviation {worst[0]:.3f} (nope), "
+          f"{worst[1]:.3f} (rope) of the bound")
+
+    kw = {k: be.put(v) for k, v in c.items() if k not in ("kv_score", "state", "cache")}
+    if layout == "padded":
+        kv, _ = oracle.embed(be, c["kv_score"], 4, np.float32(np.nan))
+        state, state_whole = oracle.embed(be, c["state"], 4, np.float32(-7.0))
+        cache = be.put(c["cache"].reshape(-1))
+        stride = c["cache"].shape[1]
+    else:
+        kv, state, cache = be.put(c["kv_score"]), be.put(c["state"]), be.put(c["cache"])
+        state_whole = stride = None
+    got = d.compress_v4(kv, kw["ape"], kw["positions"], kw["state_slot"], kw["req_idx"], kw["block_table"],
+                        kw["gamma"], kw["cos_sin_cache"], kw["slot_mapping"], state, cache, ratio=ratio, eps=1e-6,
+                        page_tokens=P, page_stride_bytes=stride)
+    assert got[0] is state and got[1] is cache
+    oracle.assert_bits(be.get(state), want["state"], f"compress_v4 state (r={ratio}, {layout})")
+    oracle.assert_bits(be.get(cache).reshape(want["cache"].shape), want["cache"], f"compress_v4 cache ({layout})")
+    if state_whole is not None:
+        assert (be.get(state_whole)[..., 2 * c["ape"].shape[1]:] == -7.0).all(), "state row padding was written"
+
+
+def test_compress_v4_errors(be, rng):
+    c, P = v4_case(rng, 4)
+    t = {k: be.put(v) for k, v in c.items()}
+    a = [t[k] for k in ("kv_score", "ape", "positions", "state_slot", "req_idx", "block_table", "gamma",
+                        "cos_sin_cache", "slot_mapping", "state", "cache")]
+    with pytest.raises(ValueError, match="ratio"):
+        d.compress_v4(*a, ratio=8, eps=1e-6, page_tokens=P)
+    with pytest.raises(ValueError, match="ape"):  # half the width ratio 4 needs
+        d.compress_v4(*a[:1], be.put(c["ape"][:, :512]), *a[2:], ratio=4, eps=1e-6, page_tokens=P)
+    with pytest.raises(ValueError, match="state"):
+        d.compress_v4(*a[:9], be.put(c["state"][..., :1024]), a[10], ratio=4, eps=1e-6, page_tokens=P)
+    with pytest.raises(d.Dsv4Error, match="eps"):  # the library's own check, its message
+        d.compress_v4(*a, ratio=4, eps=-1.0, page_tokens=P)
+    assert (be.get(t["cache"]) == c["cache"]).all() and (be.get(t["state"]) == c["state"]).all()
+

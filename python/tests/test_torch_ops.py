@@ -215,6 +215,15 @@ def case_compress(rng):
     return args, dict(ratio=2, eps=1e-6, ring_cap=cap)
 
 
+def case_compress_v4(rng):
+    from test_compress import v4_case
+
+    c, P = v4_case(rng, 4)
+    names = ("kv_score", "ape", "positions", "state_slot", "req_idx", "block_table", "gamma", "cos_sin_cache",
+             "slot_mapping", "state", "cache")
+    return tuple(CPU.put(c[k]) for k in names), dict(ratio=4, eps=1e-6, page_tokens=P)
+
+
 def case_inv_rope(rng):
     T, max_pos = 4, 16
     pos = rng.integers(0, max_pos, size=T).astype(np.int64)
@@ -298,6 +307,7 @@ PLAIN = {
     "mhc_fn_split": lambda a, kw: d.mhc_fn_split(a[0], out=a[1], **kw),
     "compress": lambda a, kw: d.compress(*a[:3], slot=a[3], positions=a[4], ring_slot=a[5], query_start_loc=a[6],
                                          ring=a[7], **kw),
+    "compress_v4": lambda a, kw: d.compress_v4(*a, **kw),
     "inv_rope": lambda a, kw: d.inv_rope(*a, **kw),
     "engram_lookup": lambda a, kw: d.engram_lookup(*a, **kw),
     "indexer_q": lambda a, kw: d.indexer_q(*a, **kw),

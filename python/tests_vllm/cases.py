@@ -45,3 +45,82 @@ def filled_cache(g, pages, page_tokens, stride_pad=0):
     n = pages * page_tokens
     ops.kv_insert(bf16(g, n, 512), torch.arange(n, dtype=torch.int64), cache, page_tokens=page_tokens)
     return cache
+
+
+# ---- the V4.0 compressor ------------------------------------------------------------------------
+# Per ratio, as vLLM lays them out: state rows a block (B), compressed-cache slots a page (P), pages,
+# and the requests as (first position of this call, rows); every window a record reads starts inside
+# this call or in state rows an earlier call left.
+V4_SHAPES = {
+    4: dict(B=4, P=64, pages=2, reqs=[(10, 7), (0, 6), (29, 3)]),
+    128: dict(B=8, P=2, pages=16, reqs=[(120, 14), (250, 8), (0, 5)]),
+}
+V4_POISON = 0xA5
+
+
+def v4_case(g, ratio, page_pad=64):
+    """A random call of the V4.0 compressor (torch CPU tensors): three requests (one from position
+    0, whose first window at ratio 4 reaches below 0), two padded rows at a closing position (-1 in
+    both slot mappings), a block table of distinct state blocks, random earlier state rows, a
+    poisoned compressed cache [pages, P, 584] with pages page_pad bytes apart beyond P * 584, and a
+    distinct slot for every live row. kv_score, state and ape hold kv then score halves."""
+    sh = V4_SHAPES[ratio]
+    B, P, pages = sh["B"], sh["P"], sh["pages"]
+    width = (2 if ratio == 4 else 1) * 512
+    R = len(sh["reqs"])
+    max_blocks = max(s + n for s, n in sh["reqs"]) // B + 1
+    blocks = R * max_blocks + 3
+    table = torch.randperm(blocks, generator=g)[:R * max_blocks].to(torch.int32).reshape(R, max_blocks)
+    pos, req = [], []
+    for b, (s, n) in enumerate(sh["reqs"]):
+        pos += list(range(s, s + n))
+        req += [b] * n
+    pad_at = [2, len(pos) // 2 + 1]
+    for i in pad_at:
+        pos.insert(i, ratio - 1)
+        req.insert(i, 0)
+    positions, req_idx = torch.tensor(pos, dtype=torch.int64), torch.tensor(req, dtype=torch.int32)
+    T = len(pos)
+    state_slot = table[req_idx.long(), positions // B].to(torch.int64) * B + positions % B
+    slot_mapping = torch.randperm(pages * P, generator=g)[:T].to(torch.int64)
+    state_slot[pad_at], slot_mapping[pad_at] = -1, -1
+    kv_score = torch.cat([torch.randn(T, width, generator=g) * 2, torch.randn(T, width, generator=g) * 1.5], 1)
+    state = torch.cat([torch.randn(blocks, B, width, generator=g) * 2,
+                       torch.randn(blocks, B, width, generator=g) * 1.5], 2)
+    ang = torch.rand(512, 32, generator=g, dtype=torch.float64) * 6.283185307179586
+    gamma = (torch.randn(512, generator=g) * 0.3 + 1).to(torch.bfloat16)  # an RMSNorm weight near 1
+    page = P * 584 + page_pad
+    flat = torch.full((pages * page,), V4_POISON, dtype=torch.uint8)
+    return dict(kv_score=kv_score, ape=torch.randn(ratio, width, generator=g), positions=positions,
+                state_slot=state_slot, req_idx=req_idx, block_table=table, gamma=gamma,
+                cos_sin_cache=torch.cat([ang.cos(), ang.sin()], 1).float(), slot_mapping=slot_mapping, state=state,
+                cache=flat.as_strided((pages, P, 584), (page, 584, 1)), flat=flat, page=page, P=P, ratio=ratio)
+
+
+def v4_record_slots(c):
+    """The slots a V4.0 compressor call writes: live rows at positions closing a group."""
+    pos, slots = c["positions"], c["slot_mapping"]
+    return [int(s) for p, s in zip(pos.tolist(), slots.tolist()) if s >= 0 and p >= 0 and (p + 1) % c["ratio"] == 0]
+
+
+def v4_decode(flat, page, P, slot):
+    """One fp8_ds_mla record as float64: the 448 nope dims (e4m3 code times its block's UE8M0
+    scale), the 7 block scales, the 64 bf16 RoPE dims, and the pad byte after the scales."""
+    base = (slot // P) * page
+    p = slot % P
+    data = flat[base + p * 576:base + (p + 1) * 576]
+    sc = flat[base + P * 576 + p * 8:base + P * 576 + p * 8 + 8]
+    scale = torch.exp2(sc[:7].double() - 127)
+    nope = data[:448].view(torch.float8_e4m3fn).double() * scale.repeat_interleave(64)
+    rope = data[448:].view(torch.bfloat16).double()
+    return nope, scale, rope, int(sc[7])
+
+
+def v4_record_mask(flat, page, P, slots):
+    """True on the bytes of the given slots' records (576 data bytes, 8 scale bytes each)."""
+    m = torch.zeros(flat.numel(), dtype=torch.bool)
+    for s in slots:
+        base, p = (s // P) * page, s % P
+        m[base + p * 576:base + (p + 1) * 576] = True
+        m[base + P * 576 + p * 8:base + P * 576 + p * 8 + 8] = True
+    return m

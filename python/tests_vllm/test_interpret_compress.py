@@ -1,8 +1,8 @@
-"""Conformance, compressor, inverse RoPE, Engram lookup and mHC: libdsv4's CPU path against vLLM
-0.33.0's Triton kernels (interpreter, gpu_semantics.py) or its PyTorch references."""
+"""Conformance, compressor (V4.1 and V4.0), inverse RoPE, Engram lookup and mHC: libdsv4's CPU path
+against vLLM 0.33.0's Triton kernels (interpreter, gpu_semantics.py) or its PyTorch references."""
 import pytest
 import torch
-from cases import bf16, cos_sin, gen
+from cases import V4_POISON, bf16, cos_sin, gen, v4_case, v4_decode, v4_record_mask, v4_record_slots
 from conftest import mode
 
 from deepinfer_sm80 import mhc as dmhc
@@ -178,3 +178,145 @@ def test_mhc_pre_delayed(seed):
     print(f"mhc_pre: {errs}, layer input max {int(ulps.max())} bf16 ulp")
     assert max(errs.values()) <= 1e-5
     assert int(ulps.max()) <= 1
+
+
+# ---- the V4.0 compressor (ratio 4 and 128) -------------------------------------------------------
+_V4_INPUTS = ("kv_score", "ape", "positions", "state_slot", "req_idx", "block_table", "gamma", "cos_sin_cache",
+              "slot_mapping")
+
+
+def _v4_upstream(c):
+    """vLLM's two launches on copies of the state and cache: SavePartialStatesKernel.kernel, then
+    _fused_kv_compress_norm_rope_insert_sparse_attn, one program per token as
+    compress_norm_rope_store_triton launches it at head 512 (fp8_ds_mla records)."""
+    from vllm.models.deepseek_v4.common.ops.fused_compress_quant_cache import (
+        _fused_kv_compress_norm_rope_insert_sparse_attn as compress_kernel)
+    from vllm.models.deepseek_v4.common.ops.save_partial_states import SavePartialStatesKernel
+
+    state, flat = c["state"].clone(), c["flat"].clone()
+    cache = flat.as_strided(c["cache"].shape, c["cache"].stride())
+    ratio, width, B = c["ratio"], c["ape"].shape[1], state.shape[1]
+    kv, score = c["kv_score"].split([width, width], dim=-1)
+    T = kv.shape[0]
+    SavePartialStatesKernel.kernel[(T,)](
+        kv, kv.stride(0), score, score.stride(0), c["ape"], c["ape"].stride(0), c["positions"], state,
+        state.stride(0), state.stride(1), c["state_slot"], B, HEAD_SIZE=width, TRITON_BLOCK_SIZE=width,
+        STATE_WIDTH=width, COMPRESS_RATIO=ratio)
+    compress_kernel[(T,)](
+        state, state.stride(0), state.stride(1), c["req_idx"], c["positions"], c["state_slot"], c["block_table"],
+        c["block_table"].stride(0), B, c["gamma"], 1e-6, c["cos_sin_cache"], c["cos_sin_cache"].stride(0), cache,
+        c["slot_mapping"], cache.shape[1], HEAD_SIZE=512, TRITON_BLOCK_SIZE=512, STATE_WIDTH=width,
+        COMPRESS_RATIO=ratio, OVERLAP=ratio == 4, ROPE_HEAD_DIM=64, FP8_MAX=448.0, QUANT_BLOCK=64, TOKEN_STRIDE=576,
+        SCALE_DIM=8, KV_BLOCK_STRIDE=cache.stride(0), SANITIZE_CACHE_NANS=False, num_warps=4)
+    return state, flat
+
+
+def _v4_ours(c, between=None, **swap):
+    """ops.compress_v4 on copies of the state and cache. swap replaces inputs; between(state), when
+    given, edits the state after the save step and before the records (then two calls: no record
+    slots, then no state slots), to stand in for a kernel that reads the wrong rows."""
+    a = {k: swap.get(k, c[k]) for k in _V4_INPUTS}
+    state, flat = c["state"].clone(), c["flat"].clone()
+    cache = flat.as_strided(c["cache"].shape, c["cache"].stride())
+    kw = dict(ratio=c["ratio"], eps=1e-6, page_tokens=c["P"])
+    if between is None:
+        ops.compress_v4(*(a[k] for k in _V4_INPUTS), state, cache, **kw)
+        return state, flat
+    none = torch.full_like(c["slot_mapping"], -1)
+    ops.compress_v4(*(a[k] for k in _V4_INPUTS[:-1]), none, state, cache, **kw)
+    between(state)
+    ops.compress_v4(*({**a, "state_slot": none}[k] for k in _V4_INPUTS), state, cache, **kw)
+    return state, flat
+
+
+def _e4m3_step(v, scale):
+    """The spacing of decoded e4m3 values around v under its block's scale (scale [7])."""
+    s = scale.repeat_interleave(64)
+    m = (v.abs() / s).clamp_min(2.0**-6)
+    return torch.exp2(torch.floor(torch.log2(m)) - 3) * s
+
+
+def _bf16_ulp(v):
+    return torch.exp2(torch.floor(torch.log2(v.abs().clamp_min(2.0**-126))) - 7)
+
+
+def _v4_deviation(c, up, ours):
+    """Our records against upstream's, per element in units of the bound: a nope dim within one e4m3
+    step at its magnitude under its block's scale (the larger of the two records' steps), a RoPE
+    dim within one bf16 ulp plus 2^-14 of its pair's norm (the fp32 evaluation orders). Returns the
+    worst (inf for a non-finite value or a differing pad byte), the elements that differ at all,
+    and the elements compared."""
+    worst, differ, total = 0.0, 0, 0
+    for s in v4_record_slots(c):
+        un, us, ur, upad = v4_decode(up, c["page"], c["P"], s)
+        on, os, orr, opad = v4_decode(ours, c["page"], c["P"], s)
+        pair = (ur[0::2] ** 2 + ur[1::2] ** 2).sqrt().repeat_interleave(2)
+        dev = torch.cat([(un - on).abs() / torch.maximum(_e4m3_step(un, us), _e4m3_step(on, os)),
+                         (ur - orr).abs() / (_bf16_ulp(torch.maximum(ur.abs(), orr.abs())) + 2.0**-14 * pair)])
+        dev = torch.where(torch.isfinite(dev), dev, torch.inf)
+        worst = max(worst, float(dev.max()) if upad == opad else float("inf"))
+        differ += int((torch.cat([un, ur]) != torch.cat([on, orr])).sum())
+        total += 512
+    return worst, differ, total
+
+
+def _v4_bugs(c):
+    """Bugs the bound must reject, each stood in for by what our call is given: swapped inputs, or a
+    state edited between the save step and the records (_v4_ours)."""
+    ratio, B, table = c["ratio"], c["state"].shape[1], c["block_table"]
+    cs = c["cos_sin_cache"]
+    at_index = cs.clone()
+    for p in c["positions"].tolist():
+        if p >= 0 and (p + 1) % ratio == 0:
+            at_index[p + 1 - ratio] = cs[(p + 1 - ratio) // ratio]
+
+    def older_row(state):  # window rows one position early
+        src = state.clone()
+        for b in range(table.shape[0]):
+            for q in range(table.shape[1] * B - 1, 0, -1):
+                state[table[b, q // B], q % B] = src[table[b, (q - 1) // B], (q - 1) % B]
+
+    def older_half(state):  # the newer half of an overlapping window read from the older half
+        state[..., 512:1024] = state[..., 0:512]
+        state[..., 1536:2048] = state[..., 1024:1536]
+
+    bugs = {
+        "ape row (pos + 1) % ratio": dict(ape=c["ape"].roll(-1, 0)),
+        "no ape": dict(ape=torch.zeros_like(c["ape"])),
+        "RoPE at pos": dict(cos_sin_cache=cs.roll(-(ratio - 1), 0)),
+        "RoPE at pos // ratio": dict(cos_sin_cache=at_index),
+        "window one row early": dict(between=older_row),
+    }
+    if ratio == 4:
+        bugs["older half for j >= ratio"] = dict(between=older_half)
+    return bugs
+
+
+@pytest.mark.parametrize("ratio", [4, 128])
+def test_compress_v4(seed, ratio):
+    """SavePartialStatesKernel.kernel then _fused_kv_compress_norm_rope_insert_sparse_attn (the
+    V4.0 compressor, head 512, fp8_ds_mla records) against ops.compress_v4: the state cache
+    bit-identical; every record within the bound of _v4_deviation (upstream's tl.softmax, exp and
+    rsqrt and its summation order against the library's fixed ones), at most 1% of its elements
+    differing at all; every other byte of the cache keeps its poison. Then the bound must reject
+    each bug of _v4_bugs."""
+    c = v4_case(gen(seed), ratio)
+    up, ours = _v4_upstream(c), _v4_ours(c)
+    slots = v4_record_slots(c)
+    assert len(slots) >= 2
+    outside = ~v4_record_mask(c["flat"], c["page"], c["P"], slots)
+    for name, (_, flat) in (("upstream", up), ("libdsv4", ours)):
+        assert (flat[outside] == V4_POISON).all(), f"{name} wrote bytes outside the records"
+        for s in slots:
+            nope, _, rope, _ = v4_decode(flat, c["page"], c["P"], s)
+            assert torch.isfinite(nope).all() and torch.isfinite(rope).all(), f"{name}: slot {s}"
+    assert not torch.equal(up[0], c["state"])
+    assert torch.equal(up[0].view(torch.int32), ours[0].view(torch.int32)), "state cache differs"
+    worst, differ, total = _v4_deviation(c, up[1], ours[1])
+    print(f"compress_v4 ratio {ratio}: {len(slots)} records, max deviation {worst:.3f} of the bound, "
+          f"{differ} of {total} elements differ")
+    assert worst <= 1 and differ <= total // 100
+    for what, kw in _v4_bugs(c).items():
+        bad, _, _ = _v4_deviation(c, up[1], _v4_ours(c, **kw)[1])
+        print(f"  stand-in bug '{what}': max deviation {bad:.1f} of the bound")
+        assert bad > 1, f"the bound accepts the bug '{what}'"
