@@ -33,6 +33,7 @@ static const th_test_t tests[] = {
     {"compress.gpu_compress_bad_input_writes_nothing", test_cmp_gpu_compress_bad_input, TH_GPU},
     {"compress.gpu_compress_v4", test_cmp_gpu_compress_v4, TH_GPU},
     {"compress.gpu_compress_v4_graph", test_cmp_gpu_compress_v4_graph, TH_GPU},
+    {"compress.gpu_compress_v4_duplicate_slots", test_cmp_gpu_compress_v4_duplicate_slots, TH_GPU},
     {"compress.gpu_compress_v4_bad_input_writes_nothing", test_cmp_gpu_compress_v4_bad_input, TH_GPU},
 };
 

@@ -61,5 +61,6 @@ void test_compress_v4_bad_input(th_ctx_t *t);
 void test_cmp_gpu_compress_v4(th_ctx_t *t);
 void test_cmp_gpu_compress_v4_graph(th_ctx_t *t);
 void test_cmp_gpu_compress_v4_bad_input(th_ctx_t *t);
+void test_cmp_gpu_compress_v4_duplicate_slots(th_ctx_t *t);
 
 #endif

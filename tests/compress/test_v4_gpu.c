@@ -111,3 +111,51 @@ void test_cmp_gpu_compress_v4_bad_input(th_ctx_t *t) {
     v4t_dev_free(&v);
     v4t_case_free(&c);
 }
+
+/* Two closing rows naming one slot: the cache holds one row's whole record (either, as for
+ * dsv4_kv_insert), every other byte as the reference leaves it. The reference runs once
+ * with each row's slot withdrawn in turn. */
+void test_cmp_gpu_compress_v4_duplicate_slots(th_ctx_t *t) {
+    for (int k = 0; k < V4T_SHAPES; ++k) {
+        v4t_case_t c;
+        v4t_case(th_rng(t), &v4t_shapes[k], &c);
+        int64_t a = -1, b = -1; /* the first two closing rows with slots */
+        for (int64_t row = 0; row < c.d.num_tokens && b < 0; ++row) {
+            const int64_t pos = c.pos[row], r = c.d.ratio;
+            if (((pos % r) + r) % r != r - 1 || c.slot[row] < 0 || c.slot[row] >= c.d.num_pages * c.d.page_tokens)
+                continue;
+            if (a < 0) a = row;
+            else b = row;
+        }
+        if (b < 0) {
+            v4t_case_free(&c);
+            continue;
+        }
+        c.slot[b] = c.slot[a];
+        v4t_dev_t v;
+        v4t_upload(&c, &v);
+        const dsv4_compress_v4_args_t da = v4t_dev_args(&v);
+        void *s = th_stream_create(t);
+        TH_OK(t, dsv4_compress_v4(&c.d, &da, NULL, 0, DSV4_STREAM(s)));
+        th_stream_sync_destroy(t, s);
+        uint8_t *got = malloc(c.cache_bytes), *want[2];
+        th_buf_download(&v.cache, got);
+        for (int w = 0; w < 2; ++w) { /* w = 0: row b's record stands; 1: row a's */
+            float *state = malloc(c.state_elems * 4);
+            want[w] = malloc(c.cache_bytes);
+            memcpy(state, c.state, c.state_elems * 4), memcpy(want[w], c.cache, c.cache_bytes);
+            const int64_t keep = c.slot[w ? b : a];
+            c.slot[w ? b : a] = -1;
+            const dsv4_compress_v4_args_t ha = v4t_args(&c, state, want[w]);
+            TH_OK(t, dsv4_compress_v4_ref(&c.d, &ha));
+            c.slot[w ? b : a] = keep;
+            free(state);
+        }
+        const int one = !memcmp(got, want[0], c.cache_bytes) || !memcmp(got, want[1], c.cache_bytes);
+        TH_CHECK(t, one, "shape %d: rows %lld and %lld share slot %lld: the cache is neither row's result", k,
+                 (long long)a, (long long)b, (long long)c.slot[a]);
+        free(got), free(want[0]), free(want[1]);
+        v4t_dev_free(&v);
+        v4t_case_free(&c);
+    }
+}
