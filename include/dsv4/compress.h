@@ -140,17 +140,19 @@ dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_com
  * =================================================================================
  * DeepSeek-V4.0's compressed layers keep, per request, a sliding window of fp32 state
  * rows (one per position) in a paged state cache, and at every position that closes a
- * group of r = ratio positions pool the window into one 512-dim latent, normalize it and
- * write it as a 584-byte fp8_ds_mla record (dsv4_kv_insert's format) into the compressed
- * cache. With c = 2 at ratio 4 (overlapping windows) and c = 1 at ratio 128, a kv_score
- * row holds kv (c * 512 floats) then score (c * 512); a state row holds the same two
- * halves; the window has W = c * r rows (8 or 128). One call runs two steps in stream
- * order:
+ * group of r = ratio positions pool the window into one latent of N = head_dim dims,
+ * normalize it and store it: N = 512 (the attention compressor) as a 584-byte
+ * fp8_ds_mla record (dsv4_kv_insert's format) in the compressed cache; N = 128 (the
+ * lightning indexer's own compressor) as a 132-byte state of the indexer cache
+ * (dsv4_indexer_k_store's format). With c = 2 at ratio 4 (overlapping windows) and c = 1
+ * at ratio 128, a kv_score row holds kv (c * N floats) then score (c * N); a state row
+ * holds the same two halves; the window has W = c * r rows (8 or 128). One call runs two
+ * steps in stream order:
  *
  * Step 1, save. Every row t with pos = positions[t] >= 0 and s = state_slot[t] in
  * [0, state_blocks * B) (B = state_block_rows) stores state row (s / B, s % B):
- *     kv half     kv_score[t, d]                            bit copy, d < c * 512
- *     score half  kv_score[t, c * 512 + d] + ape[pos % r, d]   one fp32 add
+ *     kv half     kv_score[t, d]                          bit copy, d < c * N
+ *     score half  kv_score[t, c * N + d] + ape[pos % r, d]   one fp32 add
  *
  * Step 2, records; it reads the state after every store of step 1. Row t writes a record
  * when slot = slot_mapping[t] is in [0, num_pages * P) and pos + 1 is a multiple of r
@@ -158,9 +160,9 @@ dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_com
  * is the positions q_j = pos - W + 1 + j, j < W. Row j is readable when q_j >= 0, the
  * request b = req_idx[t] is in [0, num_reqs), q_j / B < max_blocks and blk =
  * block_table[b * block_table_stride + q_j / B] is in [0, state_blocks); it is state row
- * (blk, q_j % B), of which it uses dims o_j .. o_j + 511 of each half, o_j = 512 if
+ * (blk, q_j % B), of which it uses dims o_j .. o_j + N - 1 of each half, o_j = N if
  * j >= r (the newer half of an overlapping window) else 0: kv_j[d], s_j[d]. A row that is
- * not readable counts as kv 0 and score -inf (it is not read). Per dim d < 512:
+ * not readable counts as kv 0 and score -inf (it is not read). Per dim d < N:
  *     m      = the largest s_j[d] (NaN scores left out); if m = -inf, x[d] = 0, else
  *     e_j    = exp(s_j[d] - m)                          the library's exp, below
  *     num, den: per group of 8 consecutive rows, den_g = e_(8g) + ... + e_(8g+7) and
@@ -168,16 +170,20 @@ dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_com
  *               then the W / 8 groups by a halving tree (for h = W/16, ..., 2, 1, group
  *               g < h adds group g + h: ratio 128 only)
  *     x[d]   = num / den
- *     rr     = norm512's factor of x (dsv4_compress: 128 partials, halving tree,
- *              1 / sqrtf(ssq / 512 + eps));  n[d] = (x[d] * rr) * gamma[d], fp32, not rounded
- *     y[d]   = bf16(n[d]) for d < 448; each RoPE pair i < 32 of (a, b) = (n[448 + 2i],
- *              n[449 + 2i]) rotated at the group's first position pos + 1 - r with
+ *     rr     = the RMS factor of x: N/4 partials p_l = fmaf(x[4l], x[4l], x[4l+1]^2) +
+ *              fmaf(x[4l+2], x[4l+2], x[4l+3]^2), a halving tree (+N/8, ..., +1),
+ *              1 / sqrtf(ssq / N + eps) (dsv4_compress's norm512 at N = 512)
+ *     n[d]   = (x[d] * rr) * gamma[d], fp32, not rounded
+ *     y[d]   = bf16(n[d]) for d < N - 64; each RoPE pair i < 32 of (a, b) = (n[N-64 + 2i],
+ *              n[N-63 + 2i]) rotated at the group's first position pos + 1 - r with
  *              dsv4_kv_rope_insert's form on these unrounded fp32 values:
  *              y_a = bf16(fmaf(a, c, -(b * s))), y_b = bf16(fmaf(b, c, a * s))
- * and the record is exactly the one dsv4_kv_insert writes for the bf16 row y. Of several
- * rows naming one slot, one row's whole record stands (as dsv4_kv_insert). A closing
- * position below 0 or past the rotary table rotates by the identity; its window has no
- * readable row and gives a zero latent.
+ * N = 512: the record is exactly the one dsv4_kv_insert writes for the bf16 row y; of
+ * several rows naming one slot, one row's whole record stands (as dsv4_kv_insert).
+ * N = 128: the state is exactly the one dsv4_indexer_k_store writes for a normalized,
+ * rotated key y (one scale 2^e from max |y|, 128 e4m3 codes, 2^e as fp32); two rows
+ * naming one slot are a caller error. A closing position below 0 or past the rotary
+ * table rotates by the identity; its window has no readable row and gives a zero latent.
  *
  * exp is evaluated by one fixed sequence of fp32 operations, the same on host and device:
  * k = rint(x * log2(e)), a two-constant reduction by k * ln 2 and a degree-7 polynomial
@@ -186,44 +192,48 @@ dsv4_status_t dsv4_compress_ref(const dsv4_compress_desc_t *desc, const dsv4_com
  * dsv4_compress_v4_ref and the state rows are exact. Against an exact evaluation of the
  * formulas the pooled values x[d] stay within W * 2^-22 * max_j |kv_j[d]|.
  *
- *   kv_score       fp32 [num_tokens, 2 * c * 512], row stride kv_stride; 16-byte
+ *   kv_score       fp32 [num_tokens, 2 * c * N], row stride kv_stride; 16-byte
  *                  aligned, stride a multiple of 4
- *   ape            fp32 [r, c * 512], contiguous, 16-byte aligned
+ *   ape            fp32 [r, c * N], contiguous, 16-byte aligned
  *   positions      int64 [num_tokens]; state_slot int64 [num_tokens] (-1: not saved);
  *                  slot_mapping int64 [num_tokens] (the compressed cache, -1: no record);
  *                  8-byte aligned
  *   req_idx        int32 [num_tokens], each row's request; 4-byte aligned
  *   block_table    int32 [num_reqs, max_blocks], row stride block_table_stride: the
  *                  state blocks of each request's positions; 4-byte aligned
- *   gamma          bf16 [512], the compressor's RMSNorm weight; 8-byte aligned
+ *   gamma          bf16 [N], the compressor's RMSNorm weight; 8-byte aligned
  *   cos_sin_cache  fp32 [max_position, 64] (cos 0..31, sin 32..63), 16-byte aligned
  *   state          fp32 [state_blocks] blocks of B rows; block stride state_stride_block,
  *                  row stride state_stride_row (elements, multiples of 4, rows not
  *                  overlapping); 16-byte aligned; rows of step 1 written in place
- *   cache          the compressed cache, as for dsv4_kv_insert (P = page_tokens slots a
- *                  page: 64 at ratio 4 and 2 at ratio 128 upstream)
+ *   cache          N = 512: the compressed cache, as for dsv4_kv_insert (P = page_tokens
+ *                  slots a page: 64 at ratio 4 and 2 at ratio 128 upstream); N = 128: the
+ *                  indexer cache, as for dsv4_indexer_k_store (P = 64 upstream)
  * state must not overlap any input or cache. The rows saved by one call must name
  * distinct state rows, and no state row a record reads may be saved by the same call
  * except as the row of its own position q_j (what a block table of distinct blocks per
  * request gives).
  *
- * Errors: num_tokens outside [0, 2^31-1], ratio not 4 or 128, eps negative or not finite,
- * kv_stride below 2 * c * 512, state_block_rows outside [1, 2^20], state_blocks < 1,
- * state_stride_row below 2 * c * 512, state_stride_block below B * state_stride_row,
+ * Errors: num_tokens outside [0, 2^31-1], ratio not 4 or 128, head_dim not 0, 128 or
+ * 512, eps negative or not finite, kv_stride below 2 * c * N, state_block_rows outside
+ * [1, 2^20], state_blocks < 1, state_stride_row below 2 * c * N, state_stride_block
+ * below B * state_stride_row,
  * num_reqs outside [0, 2^31-1], max_blocks outside [1, 2^31-1], block_table_stride below
  * max_blocks (unless num_reqs <= 1), max_position < 1, a stride overflowing a 64-bit
- * offset, the cache rules of dsv4_kv_insert -> INVALID_VALUE; strides not multiples of 4,
+ * offset, the cache rules of the output's operator -> INVALID_VALUE; strides not
+ * multiples of 4,
  * misaligned pointers -> MISALIGNED. Out-of-range values inside positions, the slot
  * mappings, req_idx and block_table never cause an access outside the buffers above.
  * num_tokens = 0 validates and launches nothing. */
 typedef struct dsv4_compress_v4_desc {
     int64_t num_tokens;         /* T: rows of kv_score and of every per-row array              */
     int64_t ratio;              /* 4 (overlapping windows of 8 rows) or 128 (windows of 128)   */
-    int64_t kv_stride;          /* elements between kv_score rows; dense: 2 * c * 512          */
+    int64_t head_dim;           /* N: 512 (0 means 512: records) or 128 (indexer states)       */
+    int64_t kv_stride;          /* elements between kv_score rows; dense: 2 * c * N            */
     int64_t state_block_rows;   /* B: state rows per block (4 at ratio 4, 8 at 128 upstream)  */
     int64_t state_blocks;       /* blocks in state                                             */
     int64_t state_stride_block; /* elements between state blocks; dense: B * state_stride_row */
-    int64_t state_stride_row;   /* elements between state rows; dense: 2 * c * 512             */
+    int64_t state_stride_row;   /* elements between state rows; dense: 2 * c * N               */
     int64_t num_reqs;           /* rows of block_table                                          */
     int64_t max_blocks;         /* columns of block_table                                       */
     int64_t block_table_stride; /* elements between block_table rows; dense: max_blocks      */
@@ -235,17 +245,17 @@ typedef struct dsv4_compress_v4_desc {
 } dsv4_compress_v4_desc_t;
 
 typedef struct dsv4_compress_v4_args {
-    const float *kv_score;       /* [num_tokens, 2 * c * 512] fp32: kv, then score             */
-    const float *ape;            /* [ratio, c * 512] fp32, added to the saved score            */
+    const float *kv_score;       /* [num_tokens, 2 * c * N] fp32: kv, then score               */
+    const float *ape;            /* [ratio, c * N] fp32, added to the saved score              */
     const int64_t *positions;    /* [num_tokens]                                                */
     const int64_t *state_slot;   /* [num_tokens], state row of the position; -1 = not saved    */
     const int32_t *req_idx;      /* [num_tokens], request of each row                          */
     const int32_t *block_table;  /* [num_reqs, max_blocks], state blocks per request           */
-    const uint16_t *gamma;       /* bf16 [512]                                                  */
+    const uint16_t *gamma;       /* bf16 [N]                                                    */
     const float *cos_sin_cache;  /* [max_position, 64]                                          */
     const int64_t *slot_mapping; /* [num_tokens], compressed-cache slot; -1 = no record        */
     float *state;                /* the state cache, rows of step 1 written in place            */
-    uint8_t *cache;              /* the compressed cache; only written records change           */
+    uint8_t *cache;              /* the compressed (N = 512) or indexer (N = 128) cache         */
 } dsv4_compress_v4_args_t;
 
 dsv4_status_t dsv4_compress_v4_check(const dsv4_compress_v4_desc_t *desc);

@@ -221,6 +221,7 @@ class dsv4_compress_v4_desc_t(ctypes.Structure):
     _fields_ = [
         ("num_tokens", ctypes.c_int64),  # int64_t num_tokens
         ("ratio", ctypes.c_int64),  # int64_t ratio
+        ("head_dim", ctypes.c_int64),  # int64_t head_dim
         ("kv_stride", ctypes.c_int64),  # int64_t kv_stride
         ("state_block_rows", ctypes.c_int64),  # int64_t state_block_rows
         ("state_blocks", ctypes.c_int64),  # int64_t state_blocks

@@ -47,10 +47,13 @@ DSV4_HD float cl_partial4(float x0, float x1, float x2, float x3) {
     return CL_FADD(CL_FMA(x0, x0, CL_FMUL(x1, x1)), CL_FMA(x2, x2, CL_FMUL(x3, x3)));
 }
 
-/* rr = 1 / sqrt(ssq / 512 + eps). */
-DSV4_HD float cl_rms_inv(float ssq, float eps) {
-    return CL_FDIV(1.0f, CL_FSQRT(CL_FADD(CL_FMUL(ssq, 1.0f / 512.0f), eps)));
+/* rr = 1 / sqrt(ssq / n + eps) for a row of n = 128 or 512 dims (ssq / n: an exact
+ * power-of-two product). */
+DSV4_HD float cl_rms_inv_n(float ssq, int n, float eps) {
+    return CL_FDIV(1.0f, CL_FSQRT(CL_FADD(CL_FMUL(ssq, n == 128 ? 0x1p-7f : 0x1p-9f), eps)));
 }
+/* rr of a 512-dim row. */
+DSV4_HD float cl_rms_inv(float ssq, float eps) { return cl_rms_inv_n(ssq, 512, eps); }
 
 /* One normalized element, fp32: (x * rr) * gamma. */
 DSV4_HD float cl_norm(float x, float rr, uint16_t gamma) { return CL_FMUL(CL_FMUL(x, rr), dsv4_bf16_to_f32(gamma)); }
@@ -58,14 +61,15 @@ DSV4_HD float cl_norm(float x, float rr, uint16_t gamma) { return CL_FMUL(CL_FMU
 /* One latent element: bf16((x * rr) * gamma). */
 DSV4_HD uint16_t cl_out(float x, float rr, uint16_t gamma) { return dsv4_f32_to_bf16(cl_norm(x, rr, gamma)); }
 
-/* rr of a 512-dim row, the references' way: the 128 partials, then the halving tree as a
- * loop (the kernels: shared memory and xor shuffles, latent_block.cuh). */
-static inline float cl_row_rms_inv(const float *x, float eps) {
+/* rr of an n-dim row (n = 128 or 512), the references' way: the n/4 partials, then the
+ * halving tree as a loop (the kernels: shared memory and xor shuffles, latent_block.cuh,
+ * or an xor butterfly within one warp at n = 128). */
+static inline float cl_row_rms_inv(const float *x, int n, float eps) {
     float p[CL_PARTIALS];
-    for (int l = 0; l < CL_PARTIALS; ++l) p[l] = cl_partial4(x[4 * l], x[4 * l + 1], x[4 * l + 2], x[4 * l + 3]);
-    for (int h = CL_PARTIALS / 2; h >= 1; h /= 2)
+    for (int l = 0; l < n / 4; ++l) p[l] = cl_partial4(x[4 * l], x[4 * l + 1], x[4 * l + 2], x[4 * l + 3]);
+    for (int h = n / 8; h >= 1; h /= 2)
         for (int l = 0; l < h; ++l) p[l] = CL_FADD(p[l], p[l + h]);
-    return cl_rms_inv(p[0], eps);
+    return cl_rms_inv_n(p[0], n, eps);
 }
 
 /* One pooled dim of rows P (kv p, score sp) and Q (kv q, score sq). A comparison for the

@@ -12,7 +12,7 @@
 
 /* norm512 of x into out. */
 static void norm_row(const float *x, const uint16_t *gamma, float eps, uint16_t *out) {
-    const float rr = cl_row_rms_inv(x, eps);
+    const float rr = cl_row_rms_inv(x, DSV4_COMPRESS_DIM, eps);
     for (int d = 0; d < DSV4_COMPRESS_DIM; ++d) out[d] = cl_out(x[d], rr, gamma[d]);
 }
 

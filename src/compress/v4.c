@@ -5,6 +5,7 @@
 #include "compress/compress_common.h"
 #include "compress/v4_math.h"
 #include "compress/v4_plan.h"
+#include "indexer/indexer_common.h"
 #include "kvcache/kv_common.h"
 
 static const char *const op = "compress_v4";
@@ -15,9 +16,12 @@ dsv4_status_t v4_plan(const dsv4_compress_v4_desc_t *d, v4_plan_t *plan) {
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     if (d->ratio != 4 && d->ratio != 128)
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "ratio = %lld is not 4 or 128", (long long)d->ratio);
+    if (d->head_dim != 0 && d->head_dim != 128 && d->head_dim != 512)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "head_dim = %lld is not 0, 128 or 512", (long long)d->head_dim);
     if (!(d->eps >= 0.0f && d->eps <= FLT_MAX))
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "eps = %g is not a finite number >= 0", (double)d->eps);
-    plan->width = v4_coff(d->ratio) * DSV4_COMPRESS_DIM;
+    plan->head = v4_head(d->head_dim);
+    plan->width = v4_coff(d->ratio) * plan->head;
     plan->window = v4_window(d->ratio);
     const int64_t row = 2 * plan->width, B = d->state_block_rows;
     DSV4_TRY(dsv4_given_stride(op, "kv_stride", d->kv_stride, d->num_tokens, row, &plan->kv_stride));
@@ -36,7 +40,8 @@ dsv4_status_t v4_plan(const dsv4_compress_v4_desc_t *d, v4_plan_t *plan) {
                                &plan->block_table_stride));
     DSV4_TRY(
         dsv4_check_row_stride(op, "block_table_stride", plan->block_table_stride, d->max_blocks, d->num_reqs, 4, 1));
-    DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    if (plan->head == 512) DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    else DSV4_TRY(idx_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
     return dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256);
 }
 

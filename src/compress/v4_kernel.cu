@@ -1,31 +1,34 @@
 /*
- * dsv4_compress_v4 kernels: the state save, then the pooled, normalized, rotated record
- * of every closing row.
+ * dsv4_compress_v4 kernels: the state save, then the pooled, normalized, rotated output
+ * of every closing row: a 584-byte record (N = 512) or a 132-byte indexer state (N = 128).
  *
  * Formula (include/dsv4/compress.h): step 1 copies kv and score + ape[pos % r] into the
  * row's state slot; step 2, per closing row with a valid cache slot, pools the W window
  * rows dim by dim (m = max score, e = exp(s - m), num = sum kv * e, den = sum e in groups
- * of 8 rows, then a halving tree over groups), x = num / den, rr from norm512, n =
- * (x * rr) * gamma in fp32, y = bf16(n) with the RoPE pairs rotated from n, and writes
- * y's 584-byte record.
+ * of 8 rows, then a halving tree over groups), x = num / den, rr from the RMS tree, n =
+ * (x * rr) * gamma in fp32, y = bf16(n) with the RoPE pairs of the last 64 dims rotated
+ * from n, and stores y's record or indexer state.
  *
  * Decomposition. Three launches in stream order: v4_save_kernel (one CTA of 256 threads
- * per row, float4 copies), kvcache's claim kernel (duplicate slots: kv_warp.cuh), then
- * v4_compress_kernel (one CTA per row; rows that do not close or have no slot return at
- * once, uniformly). The separate save launch is what lets a record read rows saved by
- * the same call, from any CTA.
+ * per row, float4 copies), kvcache's claim kernel at N = 512 (duplicate slots:
+ * kv_warp.cuh), then v4_compress_kernel (one CTA per row; rows that do not close or have
+ * no slot return at once, uniformly). The separate save launch is what lets a step read
+ * rows saved by the same call, from any CTA.
  *
- * v4_compress_kernel<R>: thread i of each group of 128 owns dims 4i .. 4i + 3 (one
- * 16-byte load per state row half). At ratio 4 one such group reads all 8 rows; at
+ * v4_compress_kernel<R, N>: thread i of each group of N/4 threads owns dims 4i .. 4i + 3
+ * (one 16-byte load per state row half). At ratio 4 one such group reads all 8 rows; at
  * ratio 128 four groups ("quarters") split the 16 row groups, quarter k taking groups
  * k, k + 4, k + 8, k + 12, so that the tree steps +8 and +4 stay inside a thread and
  * only +2 and +1 cross quarters (through shared memory), the reference's order exactly.
  * The window's row offsets are computed once per CTA (threads j < W) into shared
  * memory. Pass 1 takes the maximum score, pass 2 re-reads scores and kv (read-only path:
- * the state was stored by the previous launch) and sums. Quarter 0 then holds x; the
- * norm uses latent_block.cuh's one-barrier tree (all threads pass its barrier), the bf16
- * row y goes through shared memory and warp 0 quantizes and stores it with the kvcache
- * family's record writer (kv_warp_store_record): the same bytes as dsv4_kv_insert.
+ * the state was stored by the previous launch) and sums. Quarter 0 then holds x. N = 512:
+ * the norm uses latent_block.cuh's one-barrier tree (all threads pass its barrier), the
+ * bf16 row y goes through shared memory and warp 0 quantizes and stores it with the
+ * kvcache family's record writer (kv_warp_store_record): the same bytes as
+ * dsv4_kv_insert. N = 128: quarter 0 is warp 0, which forms rr by an xor butterfly and
+ * stores the state from its registers with the indexer's warp writer (idx_k_warp_store):
+ * the same bytes as dsv4_indexer_k_store.
  *
  * Numerics: v4_math.h and latent_math.h, the reference's own functions, each operation
  * rounded on its own (__f*_rn), exp by the library's fixed polynomial: bit-exact with
@@ -39,6 +42,7 @@
 #include "compress/v4_config.h"
 #include "compress/v4_plan.h"
 #include "kvcache/kv_common.h"
+#include "indexer/indexer_k_warp.cuh"
 #include "kvcache/kv_warp.cuh"
 
 typedef struct {
@@ -92,14 +96,28 @@ static __device__ __forceinline__ float v4_pooled(float num, float den, float m)
     return m == -INFINITY ? 0.0f : CL_FDIV(num, den);
 }
 
-template <int R>
-__global__ void __launch_bounds__(V4_THREADS(R), V4_MIN_BLOCKS(R)) v4_compress_kernel(const v4_params_t prm) {
-    constexpr int Q = V4_QUARTERS(R), W = (R == 4 ? 2 : 1) * R, GPT = W / V4_GROUP / Q;
-    constexpr int64_t WIDTH = (R == 4 ? 2 : 1) * DSV4_COMPRESS_DIM;
+/* The RMS factor of the pooled row, every thread ending with it: N = 512 through
+ * latent_block.cuh (a barrier every thread passes; quarter 0 holds the row), N = 128 by an
+ * xor butterfly in warp 0 (quarter 0 is warp 0; the other warps' value is unused). */
+template <int N> static __device__ __forceinline__ float v4_rr(float *part, int i, bool active, float4 x, float eps) {
+    if constexpr (N == 512) {
+        return cl_block_rms_inv(part, i, active, x, eps);
+    } else {
+        float ssq = cl_partial4(x.x, x.y, x.z, x.w);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ssq = CL_FADD(ssq, __shfl_xor_sync(0xffffffffu, ssq, o));
+        return cl_rms_inv_n(ssq, 128, eps);
+    }
+}
+
+template <int R, int N>
+__global__ void __launch_bounds__(V4_THREADS(R, N), V4_MIN_BLOCKS(R, N)) v4_compress_kernel(const v4_params_t prm) {
+    constexpr int Q = V4_QUARTERS(R), DT = V4_DIM_THREADS(N), W = (R == 4 ? 2 : 1) * R, GPT = W / V4_GROUP / Q;
+    constexpr int64_t WIDTH = (R == 4 ? 2 : 1) * N;
     __shared__ int64_t off[W];
-    __shared__ float4 xch[2 * Q][V4_DIM_THREADS];
+    __shared__ float4 xch[2 * Q][DT];
     __shared__ float part[CL_PARTIALS];
-    __shared__ __align__(16) uint16_t ybuf[DSV4_COMPRESS_DIM];
+    __shared__ __align__(16) uint16_t ybuf[N];
 
     const int64_t t = blockIdx.x;
     const int64_t pos = __ldg(prm.positions + t);
@@ -107,7 +125,7 @@ __global__ void __launch_bounds__(V4_THREADS(R), V4_MIN_BLOCKS(R)) v4_compress_k
     if (!kv_group_closes(pos, R, &first) ||
         !kv_slot_locate(__ldg(prm.slot_mapping + t), prm.P, prm.page_div, prm.num_pages, &page, &p))
         return;
-    const int tid = threadIdx.x, i = tid % V4_DIM_THREADS, k = tid / V4_DIM_THREADS;
+    const int tid = threadIdx.x, i = tid % DT, k = tid / DT;
     if (tid < W) off[tid] = v4_row(&prm.rows, R, pos, __ldg(prm.req_idx + t), tid);
     __syncthreads();
 
@@ -165,43 +183,55 @@ __global__ void __launch_bounds__(V4_THREADS(R), V4_MIN_BLOCKS(R)) v4_compress_k
     const float4 x = make_float4(v4_pooled(num[0].x, den[0].x, m.x), v4_pooled(num[0].y, den[0].y, m.y),
                                  v4_pooled(num[0].z, den[0].z, m.z), v4_pooled(num[0].w, den[0].w, m.w));
 
-    /* norm, y into shared memory (quarter 0), then the record from warp 0 */
-    const float rr = cl_block_rms_inv(part, i, k == 0, x, prm.eps);
+    /* the norm, y (quarter 0: dims 4i .. 4i + 3), then the record or the indexer state */
+    const float rr = v4_rr<N>(part, i, k == 0, x, prm.eps);
+    uint2 y = make_uint2(0u, 0u);
     if (k == 0) {
         const uint2 g2 = __ldg(reinterpret_cast<const uint2 *>(prm.gamma) + i);
         const float n0 = cl_norm(x.x, rr, (uint16_t)g2.x), n1 = cl_norm(x.y, rr, (uint16_t)(g2.x >> 16));
         const float n2 = cl_norm(x.z, rr, (uint16_t)g2.y), n3 = cl_norm(x.w, rr, (uint16_t)(g2.y >> 16));
-        uint2 y;
-        if (4 * i < DSV4_KV_NOPE_DIM) {
+        if (4 * i < N - DSV4_KV_ROPE_DIM) {
             y.x = dsv4_f32_to_bf16(n0) | ((uint32_t)dsv4_f32_to_bf16(n1) << 16);
             y.y = dsv4_f32_to_bf16(n2) | ((uint32_t)dsv4_f32_to_bf16(n3) << 16);
-        } else { /* RoPE pairs 2(i - 112) and the next, from the unrounded values */
-            const int pr = (4 * i - DSV4_KV_NOPE_DIM) / 2;
+        } else { /* RoPE pairs 2i - (N - 64) / 2 and the next, from the unrounded values */
+            const int pr = (4 * i - (N - DSV4_KV_ROPE_DIM)) / 2;
             float c0, s0, c1, s1;
             kv_rope_coeff(prm.cos_sin, first, prm.max_position, pr, &c0, &s0);
             kv_rope_coeff(prm.cos_sin, first, prm.max_position, pr + 1, &c1, &s1);
             y.x = v4_rope(n0, n1, c0, s0);
             y.y = v4_rope(n2, n3, c1, s1);
         }
-        reinterpret_cast<uint2 *>(ybuf)[i] = y;
     }
-    __syncthreads();
-    if (tid < 32) {
-        uint32_t w[8];
-        kv_row_load<false>(ybuf, tid, w);
-        kv_warp_store_record(w, tid, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
-                             prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes), t);
+    if constexpr (N == 128) { /* warp 0 holds the whole key */
+        if (k == 0) idx_k_warp_store(y.x, y.y, i, prm.cache + page * prm.page_stride_bytes, prm.P, p);
+    } else {
+        if (k == 0) reinterpret_cast<uint2 *>(ybuf)[i] = y;
+        __syncthreads();
+        if (tid < 32) {
+            uint32_t w[8];
+            kv_row_load<false>(ybuf, tid, w);
+            kv_warp_store_record(w, tid, prm.cache + kv_data_offset(page, p, prm.page_stride_bytes),
+                                 prm.cache + kv_scale_offset(page, p, prm.P, prm.page_stride_bytes), t);
+        }
     }
+}
+
+/* The compress kernel of a (ratio, N) pair and its threads per CTA. */
+template <int R, int N> static void v4_compress_launch(unsigned grid, cudaStream_t s, const v4_params_t &prm) {
+    dsv4_launch(v4_compress_kernel<R, N>, grid, V4_THREADS(R, N), 0, s, prm);
 }
 
 extern "C" dsv4_status_t v4_launch(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl,
                                    const dsv4_compress_v4_args_t *a, dsv4_stream_t stream) {
     static const char *const op = "compress_v4";
-    static int smem_save, smem_c4, smem_c128;
-    const bool c4 = d->ratio == 4;
-    const void *fn = c4 ? (const void *)v4_compress_kernel<4> : (const void *)v4_compress_kernel<128>;
+    static int smem_save, smem_kernel[4];
+    const int which = (d->ratio == 4 ? 0 : 1) + (pl->head == 128 ? 2 : 0);
+    static const void *const kernels[4] = {(const void *)v4_compress_kernel<4, 512>,
+                                           (const void *)v4_compress_kernel<128, 512>,
+                                           (const void *)v4_compress_kernel<4, 128>,
+                                           (const void *)v4_compress_kernel<128, 128>};
     DSV4_TRY(dsv4_launch_prepare(op, (const void *)v4_save_kernel, 0, &smem_save));
-    DSV4_TRY(dsv4_launch_prepare(op, fn, 0, c4 ? &smem_c4 : &smem_c128));
+    DSV4_TRY(dsv4_launch_prepare(op, kernels[which], 0, &smem_kernel[which]));
     const v4_params_t prm = {
         a->kv_score,
         a->ape,
@@ -227,18 +257,24 @@ extern "C" dsv4_status_t v4_launch(const dsv4_compress_v4_desc_t *d, const v4_pl
     const cudaStream_t s = (cudaStream_t)stream;
     const unsigned grid = (unsigned)d->num_tokens;
     dsv4_launch(v4_save_kernel, grid, V4_SAVE_THREADS, 0, s, prm);
-    const kv_claim_params_t claims = {a->slot_mapping,
-                                      a->positions,
-                                      a->cache,
-                                      d->num_tokens,
-                                      d->page_tokens,
-                                      d->page_stride_bytes,
-                                      d->num_pages,
-                                      d->ratio,
-                                      kv_page_div_make(d->page_tokens),
-                                      kv_page_div_make(d->ratio)};
-    DSV4_TRY(kv_claim_launch(op, claims, s));
-    if (c4) dsv4_launch(v4_compress_kernel<4>, grid, V4_THREADS(4), 0, s, prm);
-    else dsv4_launch(v4_compress_kernel<128>, grid, V4_THREADS(128), 0, s, prm);
+    if (pl->head == 512) { /* duplicate slots: one row's whole record (kv_warp.cuh) */
+        const kv_claim_params_t claims = {a->slot_mapping,
+                                          a->positions,
+                                          a->cache,
+                                          d->num_tokens,
+                                          d->page_tokens,
+                                          d->page_stride_bytes,
+                                          d->num_pages,
+                                          d->ratio,
+                                          kv_page_div_make(d->page_tokens),
+                                          kv_page_div_make(d->ratio)};
+        DSV4_TRY(kv_claim_launch(op, claims, s));
+    }
+    switch (which) {
+    case 0: v4_compress_launch<4, 512>(grid, s, prm); break;
+    case 1: v4_compress_launch<128, 512>(grid, s, prm); break;
+    case 2: v4_compress_launch<4, 128>(grid, s, prm); break;
+    default: v4_compress_launch<128, 128>(grid, s, prm); break;
+    }
     return dsv4_launch_status(op);
 }

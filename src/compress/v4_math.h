@@ -28,6 +28,8 @@
 #define V4_MAX_WINDOW 128
 #define V4_MAX_BLOCK_ROWS (1 << 20)
 
+/* N of a descriptor: 512 unless 128 is asked for (0 means 512). */
+DSV4_HD int64_t v4_head(int64_t head_dim) { return head_dim == 128 ? 128 : 512; }
 /* c (halves per state row) and W (window rows) of a ratio, 4 or 128. */
 DSV4_HD int64_t v4_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }
 DSV4_HD int64_t v4_window(int64_t ratio) { return v4_coff(ratio) * ratio; }
@@ -59,19 +61,20 @@ DSV4_HD float v4_max_step(float m, float s) { return s > m ? s : m; }
 typedef struct {
     const int32_t *block_table;
     int64_t num_reqs, max_blocks, block_table_stride, state_block_rows, state_blocks, stride_block, stride_row;
+    int64_t head; /* N */
 } v4_rows_t;
 
 /* v4_rows_t of a validated call (plan strides resolved). */
 static inline v4_rows_t v4_rows_make(const dsv4_compress_v4_desc_t *d, int64_t block_table_stride, int64_t stride_block,
                                      int64_t stride_row, const int32_t *block_table) {
-    const v4_rows_t w = {block_table,         d->num_reqs,     d->max_blocks, block_table_stride,
-                         d->state_block_rows, d->state_blocks, stride_block,  stride_row};
+    const v4_rows_t w = {block_table,     d->num_reqs,  d->max_blocks, block_table_stride,  d->state_block_rows,
+                         d->state_blocks, stride_block, stride_row,    v4_head(d->head_dim)};
     return w;
 }
 
 /* The element offset in the state of window row j (position q = pos - W + 1 + j) of a
  * row of request b, including the half it reads (o_j), or -1 when the row is not
- * readable. kv_j is at that offset, s_j at offset + c * 512. */
+ * readable. kv_j is at that offset, s_j at offset + c * N. */
 DSV4_HD int64_t v4_row(const v4_rows_t *w, int64_t ratio, int64_t pos, int64_t b, int64_t j) {
     const int64_t W = v4_window(ratio);
     if (pos < W - 1 - j) return -1; /* q < 0, written without pos - W + 1 + j overflowing */
@@ -79,7 +82,7 @@ DSV4_HD int64_t v4_row(const v4_rows_t *w, int64_t ratio, int64_t pos, int64_t b
     if (b < 0 || b >= w->num_reqs || q / w->state_block_rows >= w->max_blocks) return -1;
     const int64_t blk = w->block_table[b * w->block_table_stride + q / w->state_block_rows];
     if (blk < 0 || blk >= w->state_blocks) return -1;
-    return blk * w->stride_block + (q % w->state_block_rows) * w->stride_row + (j >= ratio ? DSV4_COMPRESS_DIM : 0);
+    return blk * w->stride_block + (q % w->state_block_rows) * w->stride_row + (j >= ratio ? w->head : 0);
 }
 
 /* RoPE pair (a, b) of normalized fp32 values at (c, s), each result rounded to bf16:

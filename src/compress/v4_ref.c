@@ -2,15 +2,17 @@
  * CPU reference of dsv4_compress_v4: plain loops. Every state row of step 1 is stored
  * before any record of step 2 reads the state, as the kernels' launches order them.
  * Per closing row: the window's row offsets (v4_row), per dim the maximum, the group
- * sums and their halving tree, then norm512's factor, the normalized row, its bf16 row y
- * with the RoPE pairs rotated from the unrounded values, and y's record (kvcache's
- * kv_quant_row, dsv4_kv_insert's rules). Duplicate slots: the last row's record stands.
+ * sums and their halving tree, then the RMS factor, the normalized row, its bf16 row y
+ * with the RoPE pairs rotated from the unrounded values, and y's record (N = 512:
+ * kvcache's kv_quant_row, dsv4_kv_insert's rules; duplicate slots: the last row's record
+ * stands) or indexer state (N = 128: indexer_math.h's idx_k_state_write).
  */
 #include <math.h>
 #include <string.h>
 
 #include "compress/v4_math.h"
 #include "compress/v4_plan.h"
+#include "indexer/indexer_math.h"
 
 enum { D = DSV4_COMPRESS_DIM, MAX_GROUPS = V4_MAX_WINDOW / V4_GROUP };
 
@@ -26,8 +28,8 @@ static void save_rows(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl, con
     }
 }
 
-void v4_ref_pool(const float *state, const int64_t *off, int64_t W, int64_t width, float *x) {
-    for (int dd = 0; dd < D; ++dd) {
+void v4_ref_pool(const float *state, const int64_t *off, int64_t W, int64_t width, int64_t N, float *x) {
+    for (int64_t dd = 0; dd < N; ++dd) {
         float m = -INFINITY;
         for (int64_t j = 0; j < W; ++j)
             if (off[j] >= 0) m = v4_max_step(m, state[off[j] + width + dd]);
@@ -52,17 +54,18 @@ void v4_ref_pool(const float *state, const int64_t *off, int64_t W, int64_t widt
     }
 }
 
-/* y of the pooled row x: bf16 of the normalized values, the RoPE pairs rotated at first. */
-static void latent_row(const dsv4_compress_v4_desc_t *d, const dsv4_compress_v4_args_t *a, const float *x,
+/* y of the pooled row x (N dims): bf16 of the normalized values, the 32 RoPE pairs of the
+ * last 64 dims rotated at first. */
+static void latent_row(const dsv4_compress_v4_desc_t *d, const dsv4_compress_v4_args_t *a, const float *x, int N,
                        int64_t first, uint16_t *y) {
-    const float rr = cl_row_rms_inv(x, d->eps);
+    const float rr = cl_row_rms_inv(x, N, d->eps);
     float n[D];
-    for (int i = 0; i < D; ++i) n[i] = cl_norm(x[i], rr, a->gamma[i]);
-    for (int i = 0; i < DSV4_KV_NOPE_DIM; ++i) y[i] = dsv4_f32_to_bf16(n[i]);
+    for (int i = 0; i < N; ++i) n[i] = cl_norm(x[i], rr, a->gamma[i]);
+    for (int i = 0; i < N - DSV4_KV_ROPE_DIM; ++i) y[i] = dsv4_f32_to_bf16(n[i]);
     for (int i = 0; i < DSV4_KV_ROPE_DIM / 2; ++i) {
         float c, s;
         kv_rope_coeff(a->cos_sin_cache, first, d->max_position, i, &c, &s);
-        const int k = DSV4_KV_NOPE_DIM + 2 * i;
+        const int k = N - DSV4_KV_ROPE_DIM + 2 * i;
         const uint32_t w = v4_rope(n[k], n[k + 1], c, s);
         y[k] = (uint16_t)w, y[k + 1] = (uint16_t)(w >> 16);
     }
@@ -81,10 +84,12 @@ dsv4_status_t v4_ref_run(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl, 
         for (int64_t j = 0; j < pl->window; ++j) off[j] = v4_row(&rows, d->ratio, pos, a->req_idx[t], j);
         float x[D];
         uint16_t y[D];
-        v4_ref_pool(a->state, off, pl->window, pl->width, x);
-        latent_row(d, a, x, first, y);
-        kv_quant_row(y, a->cache + kv_data_offset(slot / P, slot % P, d->page_stride_bytes),
-                     a->cache + kv_scale_offset(slot / P, slot % P, P, d->page_stride_bytes));
+        v4_ref_pool(a->state, off, pl->window, pl->width, pl->head, x);
+        latent_row(d, a, x, (int)pl->head, first, y);
+        if (pl->head == 128) idx_k_state_write(y, a->cache + slot / P * d->page_stride_bytes, P, slot % P);
+        else
+            kv_quant_row(y, a->cache + kv_data_offset(slot / P, slot % P, d->page_stride_bytes),
+                         a->cache + kv_scale_offset(slot / P, slot % P, P, d->page_stride_bytes));
     }
     return DSV4_STATUS_SUCCESS;
 }

@@ -5,25 +5,13 @@
 
 static const char *const op = "indexer_k_store";
 
-#define IDX_MAX_PAGE_TOKENS (1 << 24)
-
 dsv4_status_t idx_k_plan(const dsv4_indexer_k_store_desc_t *d, idx_k_plan_t *plan) {
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "ratio", d->ratio, 1, 2));
     DSV4_TRY(idx_check_nonneg(op, "eps", d->eps));
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
-    DSV4_TRY(dsv4_check_range(op, "page_tokens", d->page_tokens, 1, IDX_MAX_PAGE_TOKENS));
-    const int64_t used = d->page_tokens * DSV4_INDEXER_STATE_BYTES;
-    if (d->page_stride_bytes < used)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
-                         "page_stride_bytes = %lld is smaller than page_tokens*132 = %lld (page_tokens = %lld)",
-                         (long long)d->page_stride_bytes, (long long)used, (long long)d->page_tokens);
-    if (d->page_stride_bytes % 16 != 0)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
-                         "page_stride_bytes = %lld is not a multiple of 16 (the kernel's vector stores need it)",
-                         (long long)d->page_stride_bytes);
-    DSV4_TRY(dsv4_check_range(op, "num_pages", d->num_pages, 1, INT64_MAX / d->page_stride_bytes));
+    DSV4_TRY(idx_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
     int64_t ks;
     DSV4_TRY(dsv4_given_stride(op, "k_stride_row", d->k_stride_row, d->num_tokens, DSV4_INDEXER_HEAD_DIM, &ks));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "k_stride_row", ks, DSV4_INDEXER_HEAD_DIM, d->num_tokens));

@@ -12,8 +12,8 @@
  * the rows). Lane l owns dims 4l .. 4l + 3: one 8-byte load of k_pre and of gamma, the
  * partial p_l of the contract, a 5-step xor butterfly (16, 8, 4, 2, 1) that leaves the
  * tree's sum in every lane (each step adds the same two values in either order), then
- * the row maximum by the same butterfly, and one 4-byte code store: the warp writes the
- * state's 128 code bytes as one line; lane 0 writes the scale. Lanes 16..31 hold the
+ * then the state through indexer_k_warp.cuh (the row maximum by the same butterfly, one
+ * 4-byte code store per lane, the scale from lane 0). Lanes 16..31 hold the
  * RoPE dims (pairs 2(l-16), 2(l-16) + 1) and load their cos and sin as 8-byte read-only
  * loads. The store test reads positions and slot_mapping once per warp, so skipped rows
  * cost 16 bytes. No shared memory, no synchronization.
@@ -28,6 +28,7 @@
 #include "common/launch.h"
 #include "indexer/indexer_common.h"
 #include "indexer/indexer_config.h"
+#include "indexer/indexer_k_warp.cuh"
 #include "indexer/indexer_math.h"
 
 typedef struct {
@@ -70,21 +71,8 @@ __global__ void __launch_bounds__(IDX_K_THREADS, IDX_K_MIN_BLOCKS) idx_k_kernel(
             w0 = idx_rope_word(w0, c.x, s.x);
             w1 = idx_rope_word(w1, c.y, s.y);
         }
-        const float y[4] = {dsv4_bf16_to_f32((uint16_t)w0), dsv4_bf16_to_f32((uint16_t)(w0 >> 16)),
-                            dsv4_bf16_to_f32((uint16_t)w1), dsv4_bf16_to_f32((uint16_t)(w1 >> 16))};
-        float amax = idx_absmax(idx_absmax(idx_absmax(idx_absmax(0.0f, y[0]), y[1]), y[2]), y[3]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = idx_absmax(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const uint8_t enc = dsv4_ue8m0_from_amax(amax);
-        const float inv = dsv4_ue8m0_inv_scale(enc);
-        const uint32_t codes =
-            (uint32_t)dsv4_e4m3_quantize(y[0], inv) | ((uint32_t)dsv4_e4m3_quantize(y[1], inv) << 8) |
-            ((uint32_t)dsv4_e4m3_quantize(y[2], inv) << 16) | ((uint32_t)dsv4_e4m3_quantize(y[3], inv) << 24);
-        uint8_t *page = prm.cache + slot / prm.page_tokens * prm.page_stride_bytes;
-        const int64_t q = slot % prm.page_tokens;
-        reinterpret_cast<uint32_t *>(page + q * DSV4_INDEXER_HEAD_DIM)[l] = codes;
-        if (l == 0) /* 2^e as fp32 */
-            *reinterpret_cast<uint32_t *>(page + prm.page_tokens * DSV4_INDEXER_HEAD_DIM + q * 4) = (uint32_t)enc << 23;
+        idx_k_warp_store(w0, w1, l, prm.cache + slot / prm.page_tokens * prm.page_stride_bytes, prm.page_tokens,
+                         slot % prm.page_tokens);
     }
 }
 

@@ -4,7 +4,6 @@
  * takes the contract's partials and halving tree, which the kernel's xor butterfly
  * reproduces bit for bit (addition is commutative).
  */
-#include <string.h>
 
 #include "indexer/indexer_common.h"
 #include "indexer/indexer_math.h"
@@ -39,15 +38,7 @@ dsv4_status_t idx_k_ref_run(const dsv4_indexer_k_store_desc_t *d, const idx_k_pl
             y[at] = (uint16_t)w;
             y[at + 1] = (uint16_t)(w >> 16);
         }
-        float amax = 0.0f;
-        for (int i = 0; i < DSV4_INDEXER_HEAD_DIM; ++i) amax = idx_absmax(amax, dsv4_bf16_to_f32(y[i]));
-        const uint8_t enc = dsv4_ue8m0_from_amax(amax);
-        const float inv = dsv4_ue8m0_inv_scale(enc);
-        uint8_t *page = a->cache + slot / P * d->page_stride_bytes;
-        uint8_t *codes = page + slot % P * DSV4_INDEXER_HEAD_DIM;
-        for (int i = 0; i < DSV4_INDEXER_HEAD_DIM; ++i) codes[i] = dsv4_e4m3_quantize(dsv4_bf16_to_f32(y[i]), inv);
-        const uint32_t scale_bits = (uint32_t)enc << 23; /* 2^e as fp32, little-endian */
-        memcpy(page + P * DSV4_INDEXER_HEAD_DIM + slot % P * 4, &scale_bits, 4);
+        idx_k_state_write(y, a->cache + slot / P * d->page_stride_bytes, P, slot % P);
     }
     return DSV4_STATUS_SUCCESS;
 }

@@ -81,6 +81,22 @@ DSV4_HD int idx_k_stored(int64_t pos, int64_t slot, int64_t ratio, int64_t slots
     return slot >= 0 && slot < slots && (pos + 1) % ratio == 0;
 }
 
+/* The 132-byte state of the bf16 key y (normalized, rotated) in the page at `page` of
+ * P states, slot q: enc from max |y| (NaN left out), 128 codes at q * 128, 2^e as a
+ * little-endian fp32 at P * 128 + q * 4. */
+DSV4_HD void idx_k_state_write(const uint16_t *y, uint8_t *page, int64_t P, int64_t q) {
+    float amax = 0.0f;
+    for (int i = 0; i < DSV4_INDEXER_HEAD_DIM; ++i) amax = idx_absmax(amax, dsv4_bf16_to_f32(y[i]));
+    const uint8_t enc = dsv4_ue8m0_from_amax(amax);
+    const float inv = dsv4_ue8m0_inv_scale(enc);
+    uint8_t *codes = page + q * DSV4_INDEXER_HEAD_DIM;
+    for (int i = 0; i < DSV4_INDEXER_HEAD_DIM; ++i) codes[i] = dsv4_e4m3_quantize(dsv4_bf16_to_f32(y[i]), inv);
+    const uint32_t scale_bits = (uint32_t)enc << 23;
+    uint8_t *sc = page + P * DSV4_INDEXER_HEAD_DIM + q * 4;
+    sc[0] = (uint8_t)scale_bits, sc[1] = (uint8_t)(scale_bits >> 8), sc[2] = (uint8_t)(scale_bits >> 16);
+    sc[3] = (uint8_t)(scale_bits >> 24);
+}
+
 /* ---- logits and selection ---------------------------------------------------------------- */
 
 /* The columns a row sees: (pos + 1) / ratio without overflow (0 for a negative position),

@@ -171,9 +171,56 @@ static void kat_ratio128(th_ctx_t *t) {
     free(kv), free(state), free(ape), free(cs), free(cache);
 }
 
+/* The indexer's compressor (N = 128), ratio 4, the layout of kat_ratio4 at half the width:
+ * position 7 pools to 2, y = 1.0 with RoPE pairs (-0.25, 1.25); max |y| = 1.25 gives e = -8:
+ * codes 0x78 (256), 0xE8 (-64), 0x7A (320) and the scale 2^-8 = 0x3B800000 as fp32. */
+static void kat_indexer(th_ctx_t *t) {
+    enum { T = 8, W2 = 512, P = 2, STRIDE = 272 };
+    float *kv = th_aligned_alloc(64, T * W2 * 4), *state = th_aligned_alloc(64, 2 * 4 * W2 * 4);
+    float *ape = th_aligned_alloc(64, 4 * 256 * 4), *cs = kat_table(8);
+    int64_t pos[T], ss[T], slot[T];
+    int32_t req[T], bt[2] = {1, 0};
+    uint16_t gamma[128];
+    uint8_t *cache = th_aligned_alloc(64, STRIDE);
+    for (int i = 0; i < 128; ++i) gamma[i] = 0x3F80;
+    for (int i = 0; i < 4 * 256; ++i) ape[i] = 0.5f;
+    for (int64_t q = 0; q < T; ++q) {
+        for (int i = 0; i < 256; ++i) kv[q * W2 + i] = (i < 128) == (i % 2 == 0) ? 1.0f : 3.0f;
+        for (int i = 256; i < W2; ++i) kv[q * W2 + i] = 0.0f;
+        pos[q] = q, req[q] = 0, slot[q] = q == 7 ? 1 : -1, ss[q] = bt[q / 4] * 4 + q % 4;
+    }
+    memset(cache, V4T_POISON, STRIDE);
+    const dsv4_compress_v4_desc_t d = {.num_tokens = T,
+                                       .ratio = 4,
+                                       .head_dim = 128,
+                                       .kv_stride = W2,
+                                       .state_block_rows = 4,
+                                       .state_blocks = 2,
+                                       .state_stride_block = 4 * W2,
+                                       .state_stride_row = W2,
+                                       .num_reqs = 1,
+                                       .max_blocks = 2,
+                                       .block_table_stride = 2,
+                                       .page_tokens = P,
+                                       .page_stride_bytes = STRIDE,
+                                       .num_pages = 1,
+                                       .max_position = 8,
+                                       .eps = 1e-20f};
+    const dsv4_compress_v4_args_t a = {kv, ape, pos, ss, req, bt, gamma, cs, slot, state, cache};
+    TH_OK(t, dsv4_compress_v4_ref(&d, &a));
+    uint8_t want[STRIDE];
+    memset(want, V4T_POISON, STRIDE);
+    memset(want + 128, 0x78, 64);
+    for (int i = 0; i < 32; ++i) want[128 + 64 + 2 * i] = 0xE8, want[128 + 65 + 2 * i] = 0x7A;
+    want[260] = 0x00, want[261] = 0x00, want[262] = 0x80, want[263] = 0x3B;
+    th_cmp_bytes(t, "indexer state of position 7 (the page)", cache, want, STRIDE);
+    free(kv), free(state), free(ape), free(cs), free(cache);
+}
+
 void test_compress_v4_known_answers(th_ctx_t *t) {
     kat_ratio4(t);
     kat_ratio128(t);
+    kat_indexer(t);
 }
 
 void test_compress_v4_vs_model(th_ctx_t *t) {

@@ -24,9 +24,9 @@ typedef struct {
 } v4t_case_t;
 
 /* Shape of a random case: ratio, requests, rows per state block, extra elements on each
- * stride (0 = dense), slots per cache page. */
+ * stride (0 = dense), slots per cache page, head_dim (0: 512, records; 128: indexer states). */
 typedef struct {
-    int64_t ratio, num_reqs, block_rows, kv_pad, row_pad, block_pad, bt_pad, page_tokens;
+    int64_t ratio, num_reqs, block_rows, kv_pad, row_pad, block_pad, bt_pad, page_tokens, head_dim;
 } v4t_shape_t;
 
 /* R requests of random lengths at random start positions (windows reaching below
@@ -41,7 +41,7 @@ dsv4_compress_v4_args_t v4t_args(const v4t_case_t *c, float *state, uint8_t *cac
 void v4t_name(char *buf, size_t n, const char *where, const v4t_shape_t *s);
 
 /* The shapes the CPU and GPU tests share. */
-#define V4T_SHAPES 6
+#define V4T_SHAPES 9
 extern const v4t_shape_t v4t_shapes[V4T_SHAPES];
 
 /* The model's state after step 1 (copies and fp32 adds: exact). */
@@ -50,8 +50,9 @@ void v4t_model_state(const v4t_case_t *c, float *state);
 /* Reference outputs (state, cache after dsv4_compress_v4_ref) against the model: the state
  * bit for bit; per closing row with a slot, the pooled values of the reference's pooling
  * on the model's window rows within the contract's bound, the record's RoPE dims within
- * 1 bf16 ulp plus the propagated bound and its NoPE dims within the quantization step;
- * every other cache byte still poison. Returns the number of mismatches. */
+ * 1 bf16 ulp plus the propagated bound and its NoPE dims within the quantization step (at
+ * N = 128 every dim of the indexer state within the quantization step); every other
+ * cache byte still poison. Returns the number of mismatches. */
 size_t v4t_check(th_ctx_t *t, const char *what, const v4t_case_t *c, const float *state, const uint8_t *cache);
 
 void test_compress_v4_exp(th_ctx_t *t);

@@ -56,6 +56,8 @@ void test_compress_v4_bad_input(th_ctx_t *t) {
     DCASE(d.num_tokens = -1, IV, "num_tokens", "-1");
     DCASE(d.ratio = 2, IV, "ratio", "2");
     DCASE(d.ratio = 64, IV, "ratio", "64");
+    DCASE(d.head_dim = 64, IV, "head_dim", "64");
+    DCASE((d.head_dim = 128, d.page_stride_bytes = 64 * 132 - 16), IV, "page_stride_bytes", "8432");
     DCASE(d.eps = -1.0f, IV, "eps", "-1");
     DCASE(d.kv_stride = 2044, IV, "kv_stride", "2044");
     DCASE(d.kv_stride = 2050, MA, "kv_stride", "2050");
