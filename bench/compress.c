@@ -23,8 +23,11 @@
  *                                 per closing row written, 4096 per ring row read and 8192
  *                                 per ring row stored; ceiling: copy (N >= 8,192) or the
  *                                 empty launch (N = 24)
- *   compress_v4    T=N r=4|128    the V4.0 compressor fused with the compressed-cache writer:
- *                                 its cases, byte counts and checks are in bench/compress_v4.c
+ *   compress_v4    T=N r=4|128    the V4.0 compressor fused with the compressed-cache writer
+ *                                 (head_dim 512); with the suffix "N=128" (ratio 4 only),
+ *                                 head_dim 128: the lightning indexer's own compressor
+ *                                 writing indexer states. Cases, byte counts and checks:
+ *                                 bench/compress_v4.c
  *
  * With --check each case first compares one run with the CPU reference, every element.
  * Without a GPU each case runs its reference on a smaller input of the same kind and
@@ -459,5 +462,8 @@ const bench_case_t bench_compress_cases[] = {
     {"compress_v4", "T=65536 r=128", bench_run_compress_v4},
     {"compress_v4", "T=24 r=4", bench_run_compress_v4},
     {"compress_v4", "T=24 r=128", bench_run_compress_v4},
+    {"compress_v4", "T=8192 r=4 N=128", bench_run_compress_v4},
+    {"compress_v4", "T=65536 r=4 N=128", bench_run_compress_v4},
+    {"compress_v4", "T=24 r=4 N=128", bench_run_compress_v4},
 };
 const int bench_compress_count = (int)(sizeof bench_compress_cases / sizeof bench_compress_cases[0]);

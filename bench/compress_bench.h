@@ -5,7 +5,8 @@
 
 #include "bench.h"
 
-/* dsv4_compress_v4; T and r from the case name ("T=<rows> r=<4|128>"). */
+/* dsv4_compress_v4; T, r and N from the case name ("T=<rows> r=<4|128>", then " N=128" for the
+ * indexer's compressor). */
 int bench_run_compress_v4(bench_ctx_t *ctx, const char *op, const char *name);
 
 #endif
