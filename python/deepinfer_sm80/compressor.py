@@ -1,5 +1,5 @@
 """The compress family (the module is not named `compress`, the operator is): the V4.1 compressor,
-the V4.0 compressor fused with the compressed-cache writer, inverse RoPE, Engram lookup
+the V4.0 compressor fused with the compressed- or indexer-cache writer, inverse RoPE, Engram lookup
 (include/dsv4/compress.h).
 
 bf16 tensors are torch.bfloat16 (or numpy uint16 bit patterns); the formulas, rounding points and
@@ -64,23 +64,28 @@ def compress(kv_score, gamma, latent, *, ratio, eps, slot=None, positions=None, 
 
 
 def compress_v4(kv_score, ape, positions, state_slot, req_idx, block_table, gamma, cos_sin_cache, slot_mapping,
-                state, cache, *, ratio, eps, page_tokens, page_stride_bytes=None, workspace=None):
-    """The V4.0 compressor (ratio 4 with overlapping windows, ratio 128), fused with the
-    compressed-cache writer: save each row's state, then pool, normalize, rotate and insert one
-    fp8_ds_mla record per row that closes a group of `ratio` positions.
+                state, cache, *, ratio, eps, page_tokens, head_dim=512, page_stride_bytes=None, workspace=None):
+    """The V4.0 compressor (ratio 4 with overlapping windows, ratio 128), fused with the cache
+    writer: save each row's state, then pool, normalize, rotate and store one latent of N =
+    head_dim dims per row that closes a group of `ratio` positions: N = 512 (the attention
+    compressor) as a fp8_ds_mla record, N = 128 (the lightning indexer's own compressor) as a
+    132-byte indexer state.
 
-    With c = 2 at ratio 4 and 1 at ratio 128: kv_score: fp32 [T, 2*c*512] (kv, then score; row
-    stride a multiple of 4); ape: fp32 [ratio, c*512] contiguous; positions, state_slot,
-    slot_mapping: int64 [T] (-1: not saved / no record); req_idx: int32 [T]; block_table: int32
-    [R, max_blocks], the state blocks of each request's positions; gamma: bf16 [512];
-    cos_sin_cache: fp32 [max_position, 64] contiguous; state: fp32 [blocks, B, 2*c*512] (B rows a
+    With c = 2 at ratio 4 and 1 at ratio 128: kv_score: fp32 [T, 2*c*N] (kv, then score; row
+    stride a multiple of 4); ape: fp32 [ratio, c*N] contiguous; positions, state_slot,
+    slot_mapping: int64 [T] (-1: not saved / nothing stored); req_idx: int32 [T]; block_table:
+    int32 [R, max_blocks], the state blocks of each request's positions; gamma: bf16 [N];
+    cos_sin_cache: fp32 [max_position, 64] contiguous; state: fp32 [blocks, B, 2*c*N] (B rows a
     block, any block/row strides that are multiples of 4), rows of this call written in place;
-    cache: uint8 pages of P = page_tokens slots (as kv_insert), only written records change.
+    cache: uint8 pages of P = page_tokens slots, N = 512 the compressed cache (as kv_insert), N =
+    128 the indexer cache (as indexer_k_store), only the written records or states change.
     Returns (state, cache)."""
     o = "compress_v4"
     if ratio not in (4, 128):
         raise ValueError(f"{o}: ratio {ratio} must be 4 or 128")
-    width = (2 if ratio == 4 else 1) * DIM
+    if head_dim not in (128, DIM):
+        raise ValueError(f"{o}: head_dim {head_dim} must be 128 or {DIM}")
+    width = (2 if ratio == 4 else 1) * head_dim
     arg(o, "kv_score", kv_score, "f32", 2, (None, 2 * width))
     T = shape(kv_score)[0]
     arg(o, "ape", ape, "f32", 2, (ratio, width))
@@ -89,19 +94,20 @@ def compress_v4(kv_score, ape, positions, state_slot, req_idx, block_table, gamm
         arg(o, name, x, "i64", 1, (T,))
     arg(o, "req_idx", req_idx, "i32", 1, (T,))
     arg(o, "block_table", block_table, "i32", 2)
-    arg(o, "gamma", gamma, "bf16", 1, (DIM,))
+    arg(o, "gamma", gamma, "bf16", 1, (head_dim,))
     arg(o, "cos_sin_cache", cos_sin_cache, "f32", 2, (None, 64))
     contiguous(o, "cos_sin_cache", cos_sin_cache)
     arg(o, "state", state, "f32", 3, (None, None, 2 * width))
     writable(o, "state", state), writable(o, "cache", cache)
-    stride, pages = cache_geometry(o, "cache", cache, page_tokens, page_stride_bytes)
+    record = S.DSV4_KV_RECORD_BYTES if head_dim == DIM else S.DSV4_INDEXER_STATE_BYTES
+    stride, pages = cache_geometry(o, "cache", cache, page_tokens, page_stride_bytes, record=record)
     tensors = dict(kv_score=kv_score, ape=ape, positions=positions, state_slot=state_slot, req_idx=req_idx,
                    block_table=block_table, gamma=gamma, cos_sin_cache=cos_sin_cache, slot_mapping=slot_mapping,
                    state=state, cache=cache)
     anchor = side(o, **tensors)
     st_state, bt_dims = strides(state), shape(block_table)
     desc = struct(
-        "dsv4_compress_v4_desc_t", num_tokens=T, ratio=ratio, kv_stride=strides(kv_score)[0],
+        "dsv4_compress_v4_desc_t", num_tokens=T, ratio=ratio, head_dim=head_dim, kv_stride=strides(kv_score)[0],
         state_block_rows=shape(state)[1], state_blocks=shape(state)[0], state_stride_block=st_state[0],
         state_stride_row=st_state[1], num_reqs=bt_dims[0], max_blocks=bt_dims[1],
         block_table_stride=strides(block_table)[0], page_tokens=page_tokens, page_stride_bytes=stride,

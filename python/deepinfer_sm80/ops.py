@@ -297,17 +297,19 @@ def compress(kv_score: Tensor, gamma: Tensor, latent: Tensor, slot: Optional[Ten
 @_op("state", "cache")
 def compress_v4(kv_score: Tensor, ape: Tensor, positions: Tensor, state_slot: Tensor, req_idx: Tensor,
                 block_table: Tensor, gamma: Tensor, cos_sin_cache: Tensor, slot_mapping: Tensor, state: Tensor,
-                cache: Tensor, *, ratio: int, eps: float, page_tokens: int,
+                cache: Tensor, *, ratio: int, eps: float, page_tokens: int, head_dim: int = 512,
                 page_stride_bytes: Optional[int] = None) -> None:
-    """The V4.0 compressor (ratio 4 or 128) fused with the compressed-cache writer: state rows
-    saved, then one record per row closing a group of `ratio` positions.
+    """The V4.0 compressor (ratio 4 or 128) fused with the cache writer: state rows saved, then
+    one latent of N = head_dim dims per row closing a group of `ratio` positions, stored as a
+    fp8_ds_mla record (N = 512) or an indexer state (N = 128).
 
-    With c = 2 at ratio 4, 1 at ratio 128: kv_score: fp32 [T, 2*c*512]; ape: fp32 [ratio, c*512];
+    With c = 2 at ratio 4, 1 at ratio 128: kv_score: fp32 [T, 2*c*N]; ape: fp32 [ratio, c*N];
     positions, state_slot, slot_mapping: int64 [T]; req_idx: int32 [T]; block_table: int32
-    [R, max_blocks]; gamma: bf16 [512]; cos_sin_cache: fp32 [max_position, 64]; state: fp32
-    [blocks, B, 2*c*512], written; cache: uint8 pages, written."""
+    [R, max_blocks]; gamma: bf16 [N]; cos_sin_cache: fp32 [max_position, 64]; state: fp32
+    [blocks, B, 2*c*N], written; cache: uint8 pages (compressed cache at N = 512, indexer cache
+    at N = 128), written."""
     _cmp.compress_v4(kv_score, ape, positions, state_slot, req_idx, block_table, gamma, cos_sin_cache, slot_mapping,
-                     state, cache, ratio=ratio, eps=eps, page_tokens=page_tokens,
+                     state, cache, ratio=ratio, eps=eps, page_tokens=page_tokens, head_dim=head_dim,
                      page_stride_bytes=page_stride_bytes)
 
 

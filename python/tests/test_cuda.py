@@ -329,18 +329,19 @@ def test_compress(gpu, rng, ratio):
 
 
 @pytest.mark.parametrize("ratio", [4, 128])
-def test_compress_v4(gpu, rng, ratio):
-    """The V4.0 compressor: state and cache bit for bit against the C reference (the library's
-    exp is the same on host and device)."""
+@pytest.mark.parametrize("head_dim", [512, 128])
+def test_compress_v4(gpu, rng, ratio, head_dim):
+    """The V4.0 compressor, fp8_ds_mla records (head 512) or indexer states (head 128): state and
+    cache bit for bit against the C reference (the library's exp is the same on host and device)."""
     from test_compress import v4_case
 
-    c, P = v4_case(rng, ratio)
+    c, P = v4_case(rng, ratio, head_dim)
     names = ("kv_score", "ape", "positions", "state_slot", "req_idx", "block_table", "gamma", "cos_sin_cache",
              "slot_mapping", "state", "cache")
-    host, dev = both(lambda *a: d.compress_v4(*a, ratio=ratio, eps=1e-6, page_tokens=P), gpu,
+    host, dev = both(lambda *a: d.compress_v4(*a, ratio=ratio, eps=1e-6, page_tokens=P, head_dim=head_dim), gpu,
                      *[c[k] for k in names])
-    assert_bits(dev[0], host[0], f"compress_v4 state (r={ratio})")
-    assert_bits(dev[1], host[1], f"compress_v4 cache (r={ratio})")
+    assert_bits(dev[0], host[0], f"compress_v4 state (r={ratio}, N={head_dim})")
+    assert_bits(dev[1], host[1], f"compress_v4 cache (r={ratio}, N={head_dim})")
     assert (host[1] != c["cache"]).any(), "the case wrote no record"
 
 

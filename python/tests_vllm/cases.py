@@ -124,3 +124,44 @@ def v4_record_mask(flat, page, P, slots):
         m[base + p * 576:base + (p + 1) * 576] = True
         m[base + P * 576 + p * 8:base + P * 576 + p * 8 + 8] = True
     return m
+
+
+# ---- the V4.0 indexer compressor (head 128) -----------------------------------------------------
+def v4_indexer_case(g, ratio):
+    """v4_case's call at head 128 (the lightning indexer's own compressor): the same requests, rows,
+    block table and slots, kv_score, state and ape of c * 128 floats a half, gamma bf16 [128], and
+    a poisoned indexer cache [pages, P, 132] with vLLM's page stride (P * 132 rounded up to a
+    multiple of 576 bytes)."""
+    c = v4_case(g, ratio)
+    T, (blocks, B, _) = c["positions"].numel(), c["state"].shape
+    width = (2 if ratio == 4 else 1) * 128
+    pages, P = c["cache"].shape[0], c["P"]
+    page = (P * 132 + 575) // 576 * 576
+    flat = torch.full((pages * page,), V4_POISON, dtype=torch.uint8)
+    kv_score = torch.cat([torch.randn(T, width, generator=g) * 2, torch.randn(T, width, generator=g) * 1.5], 1)
+    state = torch.cat([torch.randn(blocks, B, width, generator=g) * 2,
+                       torch.randn(blocks, B, width, generator=g) * 1.5], 2)
+    ape = torch.randn(ratio, width, generator=g)
+    gamma = (torch.randn(128, generator=g) * 0.3 + 1).to(torch.bfloat16)
+    c.update(kv_score=kv_score, state=state, ape=ape, gamma=gamma, flat=flat, page=page,
+             cache=flat.as_strided((pages, P, 132), (page, 132, 1)))
+    return c
+
+
+def v4_state_decode(flat, page, P, slot):
+    """One indexer state as float64: the 128 dims (e4m3 code times the state's scale), the fp32
+    scale, and the codes."""
+    base, q = (slot // P) * page, slot % P
+    codes = flat[base + q * 128:base + (q + 1) * 128]
+    scale = float(flat[base + P * 128 + q * 4:base + P * 128 + q * 4 + 4].clone().view(torch.float32))
+    return codes.view(torch.float8_e4m3fn).double() * scale, scale, codes
+
+
+def v4_state_mask(flat, page, P, slots):
+    """True on the bytes of the given slots' indexer states (128 codes, 4 scale bytes each)."""
+    m = torch.zeros(flat.numel(), dtype=torch.bool)
+    for s in slots:
+        base, q = (s // P) * page, s % P
+        m[base + q * 128:base + (q + 1) * 128] = True
+        m[base + P * 128 + q * 4:base + P * 128 + q * 4 + 4] = True
+    return m

@@ -2,7 +2,8 @@
 against vLLM 0.33.0's Triton kernels (interpreter, gpu_semantics.py) or its PyTorch references."""
 import pytest
 import torch
-from cases import V4_POISON, bf16, cos_sin, gen, v4_case, v4_decode, v4_record_mask, v4_record_slots
+from cases import (V4_POISON, bf16, cos_sin, gen, v4_case, v4_decode, v4_indexer_case, v4_record_mask,
+                   v4_record_slots, v4_state_decode, v4_state_mask)
 from conftest import mode
 
 from deepinfer_sm80 import mhc as dmhc
@@ -187,27 +188,37 @@ _V4_INPUTS = ("kv_score", "ape", "positions", "state_slot", "req_idx", "block_ta
 
 def _v4_upstream(c):
     """vLLM's two launches on copies of the state and cache: SavePartialStatesKernel.kernel, then
-    _fused_kv_compress_norm_rope_insert_sparse_attn, one program per token as
-    compress_norm_rope_store_triton launches it at head 512 (fp8_ds_mla records)."""
+    one program per token of _fused_kv_compress_norm_rope_insert_sparse_attn as
+    compress_norm_rope_store_triton launches it at head 512 (fp8_ds_mla records), or of
+    _fused_kv_compress_norm_rope_insert_indexer_attn as
+    _FUSED_KV_COMPRESS_NORM_ROPE_INSERT_INDEXER_TRITON_KERNEL launches it at head 128 without
+    MXFP4 (one 128-dim quant block, fp32 scale: indexer states)."""
+    from vllm.models.deepseek_v4.common.ops.fused_compress_quant_cache import (
+        _fused_kv_compress_norm_rope_insert_indexer_attn as indexer_kernel)
     from vllm.models.deepseek_v4.common.ops.fused_compress_quant_cache import (
         _fused_kv_compress_norm_rope_insert_sparse_attn as compress_kernel)
     from vllm.models.deepseek_v4.common.ops.save_partial_states import SavePartialStatesKernel
 
     state, flat = c["state"].clone(), c["flat"].clone()
     cache = flat.as_strided(c["cache"].shape, c["cache"].stride())
-    ratio, width, B = c["ratio"], c["ape"].shape[1], state.shape[1]
+    ratio, width, B, N = c["ratio"], c["ape"].shape[1], state.shape[1], c["gamma"].numel()
     kv, score = c["kv_score"].split([width, width], dim=-1)
     T = kv.shape[0]
     SavePartialStatesKernel.kernel[(T,)](
         kv, kv.stride(0), score, score.stride(0), c["ape"], c["ape"].stride(0), c["positions"], state,
         state.stride(0), state.stride(1), c["state_slot"], B, HEAD_SIZE=width, TRITON_BLOCK_SIZE=width,
         STATE_WIDTH=width, COMPRESS_RATIO=ratio)
-    compress_kernel[(T,)](
-        state, state.stride(0), state.stride(1), c["req_idx"], c["positions"], c["state_slot"], c["block_table"],
-        c["block_table"].stride(0), B, c["gamma"], 1e-6, c["cos_sin_cache"], c["cos_sin_cache"].stride(0), cache,
-        c["slot_mapping"], cache.shape[1], HEAD_SIZE=512, TRITON_BLOCK_SIZE=512, STATE_WIDTH=width,
-        COMPRESS_RATIO=ratio, OVERLAP=ratio == 4, ROPE_HEAD_DIM=64, FP8_MAX=448.0, QUANT_BLOCK=64, TOKEN_STRIDE=576,
-        SCALE_DIM=8, KV_BLOCK_STRIDE=cache.stride(0), SANITIZE_CACHE_NANS=False, num_warps=4)
+    args = (state, state.stride(0), state.stride(1), c["req_idx"], c["positions"], c["state_slot"], c["block_table"],
+            c["block_table"].stride(0), B, c["gamma"], 1e-6, c["cos_sin_cache"], c["cos_sin_cache"].stride(0), cache,
+            c["slot_mapping"], cache.shape[1])
+    common = dict(HEAD_SIZE=N, TRITON_BLOCK_SIZE=N, STATE_WIDTH=width, COMPRESS_RATIO=ratio, OVERLAP=ratio == 4,
+                  ROPE_HEAD_DIM=64, FP8_MAX=448.0, KV_BLOCK_STRIDE=cache.stride(0))
+    if N == 512:
+        compress_kernel[(T,)](*args, QUANT_BLOCK=64, TOKEN_STRIDE=576, SCALE_DIM=8, SANITIZE_CACHE_NANS=False,
+                              num_warps=4, **common)
+    else:
+        indexer_kernel[(T,)](*args, QUANT_BLOCK=128, TOKEN_STRIDE=128, SCALE_DIM=4, MX_SCALE=False, num_warps=1,
+                             **common)
     return state, flat
 
 
@@ -218,7 +229,7 @@ def _v4_ours(c, between=None, **swap):
     a = {k: swap.get(k, c[k]) for k in _V4_INPUTS}
     state, flat = c["state"].clone(), c["flat"].clone()
     cache = flat.as_strided(c["cache"].shape, c["cache"].stride())
-    kw = dict(ratio=c["ratio"], eps=1e-6, page_tokens=c["P"])
+    kw = dict(ratio=c["ratio"], eps=1e-6, page_tokens=c["P"], head_dim=c["gamma"].numel())
     if between is None:
         ops.compress_v4(*(a[k] for k in _V4_INPUTS), state, cache, **kw)
         return state, flat
@@ -263,7 +274,7 @@ def _v4_deviation(c, up, ours):
 def _v4_bugs(c):
     """Bugs the bound must reject, each stood in for by what our call is given: swapped inputs, or a
     state edited between the save step and the records (_v4_ours)."""
-    ratio, B, table = c["ratio"], c["state"].shape[1], c["block_table"]
+    ratio, B, table, N = c["ratio"], c["state"].shape[1], c["block_table"], c["gamma"].numel()
     cs = c["cos_sin_cache"]
     at_index = cs.clone()
     for p in c["positions"].tolist():
@@ -277,8 +288,8 @@ def _v4_bugs(c):
                 state[table[b, q // B], q % B] = src[table[b, (q - 1) // B], (q - 1) % B]
 
     def older_half(state):  # the newer half of an overlapping window read from the older half
-        state[..., 512:1024] = state[..., 0:512]
-        state[..., 1536:2048] = state[..., 1024:1536]
+        state[..., N:2 * N] = state[..., 0:N]
+        state[..., 3 * N:4 * N] = state[..., 2 * N:3 * N]
 
     bugs = {
         "ape row (pos + 1) % ratio": dict(ape=c["ape"].roll(-1, 0)),
@@ -319,4 +330,75 @@ def test_compress_v4(seed, ratio):
     for what, kw in _v4_bugs(c).items():
         bad, _, _ = _v4_deviation(c, up[1], _v4_ours(c, **kw)[1])
         print(f"  stand-in bug '{what}': max deviation {bad:.1f} of the bound")
+        assert bad > 1, f"the bound accepts the bug '{what}'"
+
+
+# ---- the V4.0 indexer compressor (head 128, indexer states) -------------------------------------
+def _e4m3_step_at(v, scale):
+    """The spacing of decoded e4m3 values at magnitude |v| under one power-of-two scale."""
+    m = (v.abs() / scale).clamp_min(2.0**-6)
+    return torch.exp2(torch.floor(torch.log2(m)) - 3) * scale
+
+
+def _v4_state_deviation(c, up, ours):
+    """Our indexer states against upstream's. Scales: equal, or a factor 2 apart only where the row's
+    absmax sits at the boundary 448 * 2^e of the smaller scale (both rows' decoded absmax within one
+    e4m3 step of 448 * smaller scale: the two bf16 rows' absmax one bf16 ulp apart across it). Each
+    element within one e4m3 step at the larger of the two scales and the larger magnitude (one
+    rounding flipped: a bf16 value one ulp apart from fp32 evaluation orders straddling an e4m3
+    midpoint, or the two scales). Returns the worst deviation in units of that step (inf for a
+    non-finite value or scales apart otherwise), the elements that differ in value, the signed
+    zeros (+0 against -0, the same value), the scale flips, and the elements compared."""
+    worst, differ, zeros, flips, total = 0.0, 0, 0, 0, 0
+    for s in v4_record_slots(c):
+        uv, us, uc = v4_state_decode(up, c["page"], c["P"], s)
+        ov, os, oc = v4_state_decode(ours, c["page"], c["P"], s)
+        lo, hi = min(us, os), max(us, os)
+        if us != os:
+            at_boundary = all(abs(float(v.abs().max()) / (448 * lo) - 1) <= 1 / 14 for v in (uv, ov))
+            flips += 1
+            if hi != 2 * lo or not at_boundary:
+                worst = float("inf")
+        dev = (uv - ov).abs() / _e4m3_step_at(torch.maximum(uv.abs(), ov.abs()), hi)
+        dev = torch.where(torch.isfinite(dev), dev, torch.inf)
+        worst = max(worst, float(dev.max()))
+        differ += int((uv != ov).sum())
+        zeros += int(((uc != oc) & (uv == 0) & (ov == 0)).sum())
+        total += 128
+    return worst, differ, zeros, flips, total
+
+
+@pytest.mark.parametrize("ratio", [4, 128])
+def test_compress_v4_indexer(seed, ratio):
+    """SavePartialStatesKernel.kernel then _fused_kv_compress_norm_rope_insert_indexer_attn (the V4.0
+    lightning indexer's compressor, head 128, fp8 indexer states with an fp32 scale) against
+    ops.compress_v4 with head_dim 128: the state cache bit-identical; every indexer state within the
+    bound of _v4_state_deviation (upstream's tl.softmax, exp and rsqrt, its summation order and its
+    unfused RoPE products against the library's fixed ones move a value by fp32 ulps, which can flip
+    a bf16 rounding and then a code), at most 1% of its elements differing in value; every other
+    byte of the cache (page padding included) keeps its poison in both. Ratio 4 is the model's case
+    (the indexer exists on ratio-4 layers); ratio 128 runs the same kernel unchanged. Upstream
+    passes the NoPE dims through its rotation with (cos, sin) = (1, 0) where the library copies
+    them: the same values, a zero may differ in sign. Then the bound must reject each bug of
+    _v4_bugs."""
+    c = v4_indexer_case(gen(seed), ratio)
+    up, ours = _v4_upstream(c), _v4_ours(c)
+    slots = v4_record_slots(c)
+    assert len(slots) >= 2
+    outside = ~v4_state_mask(c["flat"], c["page"], c["P"], slots)
+    for name, (_, flat) in (("upstream", up), ("libdsv4", ours)):
+        assert (flat[outside] == V4_POISON).all(), f"{name} wrote bytes outside the indexer states"
+        for s in slots:
+            v, scale, _ = v4_state_decode(flat, c["page"], c["P"], s)
+            assert torch.isfinite(v).all() and scale > 0, f"{name}: slot {s}"
+    assert not torch.equal(up[0], c["state"])
+    assert torch.equal(up[0].view(torch.int32), ours[0].view(torch.int32)), "state cache differs"
+    worst, differ, zeros, flips, total = _v4_state_deviation(c, up[1], ours[1])
+    print(f"compress_v4 head 128 ratio {ratio}: {len(slots)} states, max deviation {worst:.3f} e4m3 steps, "
+          f"{differ} of {total} elements differ, {zeros} signed zeros, {flips} scale flips")
+    assert worst <= 1 and differ <= total // 100
+    bugs = {**_v4_bugs(c), "gamma one dim off": dict(gamma=c["gamma"].roll(1))}
+    for what, kw in bugs.items():
+        bad = _v4_state_deviation(c, up[1], _v4_ours(c, **kw)[1])[0]
+        print(f"  stand-in bug '{what}': max deviation {bad:.1f} e4m3 steps")
         assert bad > 1, f"the bound accepts the bug '{what}'"
