@@ -73,148 +73,147 @@ static void expect_record(th_ctx_t *t, const char *what, const uint8_t *data, co
     th_cmp_bytes(t, w, scales, wsc, sizeof wsc);
 }
 
-/* Ratio 4: one request at positions 0..7 in blocks {1, 0} of 4 rows; kv halves of
- * alternating 1, 3 and 3, 1 (so only the right half of each row pools to 2), scores 0
- * plus ape 0.5 (equal: weights 1/8). Position 7 writes the 1.0 record (at table row 4),
- * position 3 has no slot, a padding row at position -1 writes the zero record; the
- * state holds each row with its score + 0.5. */
-static void kat_ratio4(th_ctx_t *t) {
-    enum { T = 9, W2 = 2048, P = 4 };
-    float *kv = th_aligned_alloc(64, T * W2 * 4), *state = th_aligned_alloc(64, 2 * 4 * W2 * 4);
-    float *ape = th_aligned_alloc(64, 4 * 1024 * 4), *cs = kat_table(8);
-    int64_t pos[T], ss[T], slot[T];
-    int32_t req[T], bt[2] = {1, 0};
-    uint16_t gamma[D];
-    uint8_t *cache = th_aligned_alloc(64, P * DSV4_KV_RECORD_BYTES);
-    for (int i = 0; i < D; ++i) gamma[i] = 0x3F80;
-    for (int i = 0; i < 4 * 1024; ++i) ape[i] = 0.5f;
+/* A hand-built call: one request at positions 0 .. rows - 1, in blocks of B rows laid out
+ * in reverse (column c in block blocks - 1 - c), every row saved; gamma 1, eps 1e-20, the
+ * table of kat_table; the position rows - 1 writes into slot `slot`, and with pad >= 0 a
+ * padding row at position -1 (no request, no state slot) writes into slot `pad`. kv:
+ * `halves` = the two halves of each kv row alternate 1, 3 and 3, 1 by dim (so only the
+ * right half of each window row pools to 2); otherwise every dim of a row is 1 (even
+ * positions) or 3 (odd). Scores 0, ape `ape`: equal scores, so the pool is a mean. */
+typedef struct {
+    int64_t ratio, N, rows, B, P, stride, slot, pad;
+    int halves;
+    float ape;
+    float *kv, *state; /* after the call */
+    uint8_t *cache;
+} kat_t;
+
+static void kat_run(th_ctx_t *t, kat_t *k) {
+    const int64_t width = (k->ratio == 4 ? 2 : 1) * k->N, W2 = 2 * width, T = k->rows + (k->pad >= 0);
+    const int64_t blocks = (k->rows + k->B - 1) / k->B;
+    k->kv = th_aligned_alloc(64, (size_t)(T * W2) * 4),
+    k->state = th_aligned_alloc(64, (size_t)(blocks * k->B * W2) * 4);
+    k->cache = th_aligned_alloc(64, (size_t)k->stride);
+    float *ape = th_aligned_alloc(64, (size_t)(k->ratio * width) * 4), *cs = kat_table(k->rows);
+    int64_t *pos = malloc((size_t)T * 8), *ss = malloc((size_t)T * 8), *slot = malloc((size_t)T * 8);
+    int32_t *req = malloc((size_t)T * 4), *bt = malloc((size_t)blocks * 4);
+    uint16_t *gamma = malloc((size_t)k->N * 2);
+    for (int64_t i = 0; i < k->N; ++i) gamma[i] = 0x3F80;
+    for (int64_t i = 0; i < k->ratio * width; ++i) ape[i] = k->ape;
+    for (int64_t c = 0; c < blocks; ++c) bt[c] = (int32_t)(blocks - 1 - c);
     for (int64_t q = 0; q < T; ++q) {
-        for (int i = 0; i < 1024; ++i) kv[q * W2 + i] = (i < 512) == (i % 2 == 0) ? 1.0f : 3.0f;
-        for (int i = 1024; i < W2; ++i) kv[q * W2 + i] = 0.0f;
-        pos[q] = q < 8 ? q : -1, req[q] = q < 8 ? 0 : -1, slot[q] = q == 7 ? 2 : q == 8 ? 0 : -1;
-        ss[q] = q < 8 ? bt[q / 4] * 4 + q % 4 : -1;
+        for (int64_t i = 0; i < width; ++i)
+            k->kv[q * W2 + i] = k->halves ? ((i < k->N) == (i % 2 == 0) ? 1.0f : 3.0f) : (q & 1 ? 3.0f : 1.0f);
+        for (int64_t i = width; i < W2; ++i) k->kv[q * W2 + i] = 0.0f;
+        const int in = q < k->rows;
+        pos[q] = in ? q : -1, req[q] = in ? 0 : -1, ss[q] = in ? bt[q / k->B] * k->B + q % k->B : -1;
+        slot[q] = q == k->rows - 1 ? k->slot : in ? -1 : k->pad;
     }
-    for (int i = 0; i < 2 * 4 * W2; ++i) state[i] = NAN;
-    memset(cache, V4T_POISON, P * DSV4_KV_RECORD_BYTES);
+    for (int64_t i = 0; i < blocks * k->B * W2; ++i) k->state[i] = NAN;
+    memset(k->cache, V4T_POISON, (size_t)k->stride);
     const dsv4_compress_v4_desc_t d = {.num_tokens = T,
-                                       .ratio = 4,
+                                       .ratio = k->ratio,
+                                       .head_dim = k->N,
                                        .kv_stride = W2,
-                                       .state_block_rows = 4,
-                                       .state_blocks = 2,
-                                       .state_stride_block = 4 * W2,
+                                       .state_block_rows = k->B,
+                                       .state_blocks = blocks,
+                                       .state_stride_block = k->B * W2,
                                        .state_stride_row = W2,
                                        .num_reqs = 1,
-                                       .max_blocks = 2,
-                                       .block_table_stride = 2,
-                                       .page_tokens = P,
-                                       .page_stride_bytes = P * DSV4_KV_RECORD_BYTES,
+                                       .max_blocks = blocks,
+                                       .block_table_stride = blocks,
+                                       .page_tokens = k->P,
+                                       .page_stride_bytes = k->stride,
                                        .num_pages = 1,
-                                       .max_position = 8,
+                                       .max_position = k->rows,
                                        .eps = 1e-20f};
-    const dsv4_compress_v4_args_t a = {kv, ape, pos, ss, req, bt, gamma, cs, slot, state, cache};
+    const dsv4_compress_v4_args_t a = {k->kv, ape, pos, ss, req, bt, gamma, cs, slot, k->state, k->cache};
     TH_OK(t, dsv4_compress_v4_ref(&d, &a));
-    for (int64_t q = 0; q < 8; ++q) {
-        const float *row = state + (bt[q / 4] * 4 + q % 4) * W2;
-        int ok = !memcmp(row, kv + q * W2, 1024 * 4);
-        for (int i = 1024; i < W2; ++i) ok &= row[i] == 0.5f;
-        TH_CHECK(t, ok, "ratio 4: state row of position %lld", (long long)q);
+    for (int64_t q = 0; q < k->rows; ++q) { /* every row saved: kv bits, score 0 + ape */
+        const float *row = k->state + (bt[q / k->B] * k->B + q % k->B) * W2;
+        int ok = !memcmp(row, k->kv + q * W2, (size_t)width * 4);
+        for (int64_t i = width; i < W2; ++i) ok &= row[i] == k->ape;
+        TH_CHECK(t, ok, "ratio %lld N=%lld: state row of position %lld", (long long)k->ratio, (long long)k->N,
+                 (long long)q);
     }
-    expect_record(t, "ratio 4 position 7", cache + 2 * DSV4_KV_DATA_BYTES, cache + P * DSV4_KV_DATA_BYTES + 2 * 8, 0);
-    expect_record(t, "ratio 4 position -1", cache, cache + P * DSV4_KV_DATA_BYTES, 1);
-    size_t touched = 0; /* slots 1 and 3: untouched */
-    for (int s = 1; s < 4; s += 2)
-        for (int i = 0; i < DSV4_KV_DATA_BYTES; ++i) touched += cache[s * DSV4_KV_DATA_BYTES + i] != V4T_POISON;
-    TH_CHECK(t, touched == 0, "ratio 4: %zu bytes of unwritten records changed", touched);
-    free(kv), free(state), free(ape), free(cs), free(cache);
+    free(ape), free(cs), free(pos), free(ss), free(slot), free(req), free(bt), free(gamma);
 }
 
-/* Ratio 128: positions 0..127 in 16 blocks of 8 rows (block j at table column 15 - j),
- * kv rows of 1 (even positions) and 3 (odd) in every dim, scores 0: position 127 pools
- * to 2 everywhere and writes the 1.0 record (table row 0). */
-static void kat_ratio128(th_ctx_t *t) {
-    enum { T = 128, W2 = 1024, P = 2 };
-    float *kv = th_aligned_alloc(64, T * W2 * 4), *state = th_aligned_alloc(64, T * W2 * 4);
-    float *ape = th_aligned_alloc(64, 128 * 512 * 4), *cs = kat_table(1);
-    int64_t pos[T], ss[T], slot[T];
-    int32_t req[T], bt[16];
-    uint16_t gamma[D];
-    uint8_t *cache = th_aligned_alloc(64, P * DSV4_KV_RECORD_BYTES);
-    for (int i = 0; i < D; ++i) gamma[i] = 0x3F80;
-    memset(ape, 0, 128 * 512 * 4);
-    for (int j = 0; j < 16; ++j) bt[j] = 15 - j;
-    for (int64_t q = 0; q < T; ++q) {
-        for (int i = 0; i < W2; ++i) kv[q * W2 + i] = i < 512 ? (q & 1 ? 3.0f : 1.0f) : 0.0f;
-        pos[q] = q, req[q] = 0, slot[q] = q == 127 ? 1 : -1, ss[q] = bt[q / 8] * 8 + q % 8;
-    }
-    memset(cache, V4T_POISON, P * DSV4_KV_RECORD_BYTES);
-    const dsv4_compress_v4_desc_t d = {.num_tokens = T,
-                                       .ratio = 128,
-                                       .kv_stride = W2,
-                                       .state_block_rows = 8,
-                                       .state_blocks = 16,
-                                       .state_stride_block = 8 * W2,
-                                       .state_stride_row = W2,
-                                       .num_reqs = 1,
-                                       .max_blocks = 16,
-                                       .block_table_stride = 16,
-                                       .page_tokens = P,
-                                       .page_stride_bytes = P * DSV4_KV_RECORD_BYTES,
-                                       .num_pages = 1,
-                                       .max_position = 1,
-                                       .eps = 1e-20f};
-    const dsv4_compress_v4_args_t a = {kv, ape, pos, ss, req, bt, gamma, cs, slot, state, cache};
-    TH_OK(t, dsv4_compress_v4_ref(&d, &a));
-    expect_record(t, "ratio 128 position 127", cache + DSV4_KV_DATA_BYTES, cache + P * DSV4_KV_DATA_BYTES + 8, 0);
+static void kat_free(kat_t *k) { free(k->kv), free(k->state), free(k->cache); }
+
+/* Bytes [from, to) of the cache still hold the poison. */
+static void expect_poison(th_ctx_t *t, const char *what, const uint8_t *cache, int64_t from, int64_t to) {
     size_t touched = 0;
-    for (int i = 0; i < DSV4_KV_DATA_BYTES; ++i) touched += cache[i] != V4T_POISON;
-    TH_CHECK(t, touched == 0, "ratio 128: %zu bytes of slot 0 changed", touched);
-    free(kv), free(state), free(ape), free(cs), free(cache);
+    for (int64_t i = from; i < to; ++i) touched += cache[i] != V4T_POISON;
+    TH_CHECK(t, touched == 0, "%s: %zu bytes changed", what, touched);
 }
 
-/* The indexer's compressor (N = 128), ratio 4, the layout of kat_ratio4 at half the width:
+/* Ratio 4, positions 0..7: position 7 writes the 1.0 record (at table row 4) into slot 2,
+ * position 3 has no slot, the padding row writes the zero record into slot 0. */
+static void kat_ratio4(th_ctx_t *t) {
+    enum { P = 4, DATA = P * DSV4_KV_DATA_BYTES };
+    kat_t k = {.ratio = 4,
+               .N = 512,
+               .rows = 8,
+               .B = 4,
+               .P = P,
+               .stride = P * DSV4_KV_RECORD_BYTES,
+               .slot = 2,
+               .pad = 0,
+               .halves = 1,
+               .ape = 0.5f};
+    kat_run(t, &k);
+    expect_record(t, "ratio 4 position 7", k.cache + 2 * DSV4_KV_DATA_BYTES, k.cache + DATA + 2 * 8, 0);
+    expect_record(t, "ratio 4 position -1", k.cache, k.cache + DATA, 1);
+    expect_poison(t, "ratio 4 slot 1", k.cache, DSV4_KV_DATA_BYTES, 2 * DSV4_KV_DATA_BYTES);
+    expect_poison(t, "ratio 4 slot 3", k.cache, 3 * DSV4_KV_DATA_BYTES, DATA);
+    kat_free(&k);
+}
+
+/* Ratio 128, positions 0..127 in 16 blocks of 8 rows, kv rows of 1 and 3: position 127
+ * pools to 2 everywhere and writes the 1.0 record (table row 0) into slot 1. */
+static void kat_ratio128(th_ctx_t *t) {
+    enum { P = 2 };
+    kat_t k = {.ratio = 128,
+               .N = 512,
+               .rows = 128,
+               .B = 8,
+               .P = P,
+               .stride = P * DSV4_KV_RECORD_BYTES,
+               .slot = 1,
+               .pad = -1,
+               .halves = 0,
+               .ape = 0.0f};
+    kat_run(t, &k);
+    expect_record(t, "ratio 128 position 127", k.cache + DSV4_KV_DATA_BYTES, k.cache + P * DSV4_KV_DATA_BYTES + 8, 0);
+    expect_poison(t, "ratio 128 slot 0", k.cache, 0, DSV4_KV_DATA_BYTES);
+    kat_free(&k);
+}
+
+/* The indexer's compressor (N = 128), ratio 4, as kat_ratio4 at a quarter of the width:
  * position 7 pools to 2, y = 1.0 with RoPE pairs (-0.25, 1.25); max |y| = 1.25 gives e = -8:
- * codes 0x78 (256), 0xE8 (-64), 0x7A (320) and the scale 2^-8 = 0x3B800000 as fp32. */
+ * codes 0x78 (256), 0xE8 (-64), 0x7A (320) and the scale 2^-8 = 0x3B800000 as fp32, in
+ * slot 1 of a page of 2 states (272 bytes: 264 used). */
 static void kat_indexer(th_ctx_t *t) {
-    enum { T = 8, W2 = 512, P = 2, STRIDE = 272 };
-    float *kv = th_aligned_alloc(64, T * W2 * 4), *state = th_aligned_alloc(64, 2 * 4 * W2 * 4);
-    float *ape = th_aligned_alloc(64, 4 * 256 * 4), *cs = kat_table(8);
-    int64_t pos[T], ss[T], slot[T];
-    int32_t req[T], bt[2] = {1, 0};
-    uint16_t gamma[128];
-    uint8_t *cache = th_aligned_alloc(64, STRIDE);
-    for (int i = 0; i < 128; ++i) gamma[i] = 0x3F80;
-    for (int i = 0; i < 4 * 256; ++i) ape[i] = 0.5f;
-    for (int64_t q = 0; q < T; ++q) {
-        for (int i = 0; i < 256; ++i) kv[q * W2 + i] = (i < 128) == (i % 2 == 0) ? 1.0f : 3.0f;
-        for (int i = 256; i < W2; ++i) kv[q * W2 + i] = 0.0f;
-        pos[q] = q, req[q] = 0, slot[q] = q == 7 ? 1 : -1, ss[q] = bt[q / 4] * 4 + q % 4;
-    }
-    memset(cache, V4T_POISON, STRIDE);
-    const dsv4_compress_v4_desc_t d = {.num_tokens = T,
-                                       .ratio = 4,
-                                       .head_dim = 128,
-                                       .kv_stride = W2,
-                                       .state_block_rows = 4,
-                                       .state_blocks = 2,
-                                       .state_stride_block = 4 * W2,
-                                       .state_stride_row = W2,
-                                       .num_reqs = 1,
-                                       .max_blocks = 2,
-                                       .block_table_stride = 2,
-                                       .page_tokens = P,
-                                       .page_stride_bytes = STRIDE,
-                                       .num_pages = 1,
-                                       .max_position = 8,
-                                       .eps = 1e-20f};
-    const dsv4_compress_v4_args_t a = {kv, ape, pos, ss, req, bt, gamma, cs, slot, state, cache};
-    TH_OK(t, dsv4_compress_v4_ref(&d, &a));
+    enum { STRIDE = 272 };
+    kat_t k = {.ratio = 4,
+               .N = 128,
+               .rows = 8,
+               .B = 4,
+               .P = 2,
+               .stride = STRIDE,
+               .slot = 1,
+               .pad = -1,
+               .halves = 1,
+               .ape = 0.5f};
+    kat_run(t, &k);
     uint8_t want[STRIDE];
     memset(want, V4T_POISON, STRIDE);
     memset(want + 128, 0x78, 64);
     for (int i = 0; i < 32; ++i) want[128 + 64 + 2 * i] = 0xE8, want[128 + 65 + 2 * i] = 0x7A;
     want[260] = 0x00, want[261] = 0x00, want[262] = 0x80, want[263] = 0x3B;
-    th_cmp_bytes(t, "indexer state of position 7 (the page)", cache, want, STRIDE);
-    free(kv), free(state), free(ape), free(cs), free(cache);
+    th_cmp_bytes(t, "indexer state of position 7 (the page)", k.cache, want, STRIDE);
+    kat_free(&k);
 }
 
 void test_compress_v4_known_answers(th_ctx_t *t) {
