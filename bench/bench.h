@@ -87,6 +87,12 @@ uint64_t bench_rng_next(uint64_t *state);
 /* A GPT-J rotary table [rows, 64] (malloc'ed): cos of pair i at position n in column i, sin in
  * 32 + i, theta 10000 over 32 pairs (the model's). */
 float *bench_rotary_table(int64_t rows);
+/* Uniform in [-half, half) from 24 random bits. */
+float bench_uniform(uint64_t *state, float half);
+/* first .. first + n - 1 in random order (Fisher-Yates), malloc'ed. */
+int64_t *bench_shuffled(uint64_t *state, int64_t first, int64_t n);
+/* A case's check column: "skipped" without --check, else "pass" or "fail". */
+const char *bench_verdict(int checked, int ok);
 
 /* Device helpers for cases: allocation that reports failure instead of exiting. */
 /* "write" (the default: the flush buffer is memset before each rep) or "clean" (--flush

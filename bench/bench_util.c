@@ -39,6 +39,22 @@ float *bench_rotary_table(int64_t rows) {
     return cs;
 }
 
+float bench_uniform(uint64_t *state, float half) {
+    return (float)((double)(bench_rng_next(state) >> 40) * 0x1p-24 * 2.0 - 1.0) * half;
+}
+
+int64_t *bench_shuffled(uint64_t *state, int64_t first, int64_t n) {
+    int64_t *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+    for (int64_t i = 0; a && i < n; ++i) a[i] = first + i;
+    for (int64_t i = n - 1; a && i > 0; --i) {
+        const int64_t j = (int64_t)(bench_rng_next(state) % (uint64_t)(i + 1)), t = a[i];
+        a[i] = a[j], a[j] = t;
+    }
+    return a;
+}
+
+const char *bench_verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
+
 void *bench_dev_alloc(size_t bytes) {
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {

@@ -47,8 +47,6 @@
 #include "dsv4/compress.h"
 #include "dsv4/numerics.h"
 
-static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
-
 /* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
 static uint16_t rand_bf16(uint64_t *s) {
     const uint64_t v = bench_rng_next(s);
@@ -100,7 +98,7 @@ static int ir_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     }
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld H=%lld", (long long)T, (long long)H);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     free(in);
     ir_free(&h);
     return !ok;
@@ -134,7 +132,7 @@ static int run_inv_rope(bench_ctx_t *ctx, const char *op, const char *name) {
         } else {
             bench_report(ctx, op, name, "in place, positions 0..T-1, theta 10000; check: every element of o", &tm,
                          (double)T * (double)H * 256 + (double)T * 264, 0,
-                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -198,7 +196,7 @@ static int eg_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     }
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld H=%lld D=%lld", (long long)T, (long long)H, (long long)D);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     eg_free(&h);
     return !ok;
 }
@@ -261,7 +259,7 @@ static int run_engram(bench_ctx_t *ctx, const char *op, const char *name) {
                          host        ? BENCH_CEIL_HOST_LINK
                          : T >= 8192 ? BENCH_CEIL_COPY
                                      : BENCH_CEIL_LAUNCH,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -288,10 +286,6 @@ static dsv4_status_t cp_cpu(void *st) {
     return dsv4_compress_ref(&g->d, &g->a);
 }
 
-static float cp_uniform(uint64_t *s, float half) {
-    return (float)((double)(bench_rng_next(s) >> 40) * 0x1p-24 * 2.0 - 1.0) * half;
-}
-
 /* T rows at ratio r, gamma 1. Ratio 2: requests of L rows (2048, or 6 below 2048 rows),
  * request b from position 1000 + 7b (odd and even starts), in ring block b + 1. */
 static void cp_problem(int64_t T, int64_t r, uint64_t *s, cp_state_t *h) {
@@ -300,7 +294,7 @@ static void cp_problem(int64_t T, int64_t r, uint64_t *s, cp_state_t *h) {
     h->d = (dsv4_compress_desc_t){.num_tokens = T, .ratio = r, .eps = 1e-6f, .kv_stride = 512 * r, .ring_stride = 1024};
     h->kv_bytes = (size_t)(T * W) * 4;
     float *kv = malloc(h->kv_bytes);
-    for (int64_t i = 0; i < T * W; ++i) kv[i] = cp_uniform(s, i % W < CP_D ? 2.0f : 4.0f);
+    for (int64_t i = 0; i < T * W; ++i) kv[i] = bench_uniform(s, i % W < CP_D ? 2.0f : 4.0f);
     uint16_t *gamma = malloc(CP_D * 2), *latent = malloc((size_t)T * CP_D * 2);
     for (int i = 0; i < CP_D; ++i) gamma[i] = 0x3F80;
     memset(latent, CP_POISON, (size_t)T * CP_D * 2);
@@ -317,7 +311,7 @@ static void cp_problem(int64_t T, int64_t r, uint64_t *s, cp_state_t *h) {
     h->ring_bytes = (size_t)(h->d.ring_rows * 2 * CP_D) * 4;
     int32_t *qsl = malloc(h->qsl_bytes);
     float *ring = malloc(h->ring_bytes);
-    for (int64_t i = 0; i < h->d.ring_rows * 2 * CP_D; ++i) ring[i] = cp_uniform(s, 2.0f);
+    for (int64_t i = 0; i < h->d.ring_rows * 2 * CP_D; ++i) ring[i] = bench_uniform(s, 2.0f);
     for (int64_t b = 0; b <= R; ++b) qsl[b] = (int32_t)(b * L < T ? b * L : T);
     for (int64_t b = 0; b < R; ++b) {
         const int64_t p0 = 1000 + 7 * b;
@@ -374,7 +368,7 @@ static int cp_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     const int ok = st == DSV4_STATUS_SUCCESS && cp_invariants(&h, ring0);
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld r=%lld", (long long)T, (long long)r);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     free(ring0);
     cp_free(&h);
     return !ok;
@@ -435,7 +429,7 @@ static int run_compress(bench_ctx_t *ctx, const char *op, const char *name) {
                          r == 1 ? "every slot >= 0, gamma 1; check: every element bit for bit"
                                 : "requests of 2048 rows (6 below 2048), ring_cap 8, gamma 1; check: ring bit for "
                                   "bit, latent against the reference",
-                         &tm, bytes, 0, T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+                         &tm, bytes, 0, T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }

@@ -82,23 +82,6 @@ static dsv4_status_t cv4_cpu(void *st) {
     return dsv4_compress_v4_ref(&g->d, &g->a);
 }
 
-static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
-
-static float v4_uniform(uint64_t *s, float half) {
-    return (float)((double)(bench_rng_next(s) >> 40) * 0x1p-24 * 2.0 - 1.0) * half;
-}
-
-/* first .. first + n - 1 in random order. */
-static int64_t *v4_shuffled(uint64_t *s, int64_t first, int64_t n) {
-    int64_t *a = malloc((size_t)(n > 0 ? n : 1) * 8);
-    for (int64_t i = 0; i < n; ++i) a[i] = first + i;
-    for (int64_t i = n - 1; i > 0; --i) {
-        const int64_t j = (int64_t)(bench_rng_next(s) % (uint64_t)(i + 1)), t = a[i];
-        a[i] = a[j], a[j] = t;
-    }
-    return a;
-}
-
 /* c * N: floats in each half of a kv_score or state row. */
 static int64_t v4_width(int64_t r, int64_t N) { return r == 4 ? 2 * N : N; }
 
@@ -162,13 +145,13 @@ static void v4_problem(int64_t T, int64_t r, int64_t N, int64_t L, int unit_gamm
     int32_t *req = malloc(bytes[4]), *bt = malloc(bytes[5]);
     uint16_t *gamma = malloc(bytes[6]);
     uint8_t *cache = malloc(bytes[10]);
-    for (int64_t i = 0; i < T * row; ++i) kv[i] = v4_uniform(s, i % row < width ? 2.0f : 4.0f);
-    for (int64_t i = 0; i < r * width; ++i) ape[i] = v4_uniform(s, 1.0f);
-    for (int64_t i = 0; i < blocks * B * row; ++i) state[i] = v4_uniform(s, i % row < width ? 2.0f : 5.0f);
+    for (int64_t i = 0; i < T * row; ++i) kv[i] = bench_uniform(s, i % row < width ? 2.0f : 4.0f);
+    for (int64_t i = 0; i < r * width; ++i) ape[i] = bench_uniform(s, 1.0f);
+    for (int64_t i = 0; i < blocks * B * row; ++i) state[i] = bench_uniform(s, i % row < width ? 2.0f : 5.0f);
     for (int64_t i = 0; i < N; ++i) gamma[i] = unit_gamma ? 0x3F80 : (uint16_t)(0x3F00 | (bench_rng_next(s) & 0xFF));
     for (int64_t i = 0; i < R * max_blocks; ++i) bt[i] = -1;
     memset(cache, V4_POISON, bytes[10]);
-    int64_t *block_ids = v4_shuffled(s, 0, blocks), *page_ids = v4_shuffled(s, 1, pages - 1);
+    int64_t *block_ids = bench_shuffled(s, 0, blocks), *page_ids = bench_shuffled(s, 1, pages - 1);
     int64_t nb = 0, np = 0;
     for (int64_t b = 0; b < R; ++b) {
         const int64_t q0 = b * L, q1 = q0 + L < T ? q0 + L : T, p0 = V4_FIRST_POS + 7 * b, last = p0 + q1 - q0 - 1;
@@ -275,7 +258,7 @@ static int v4_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld r=%lld%s L=%lld", (long long)T, (long long)r, N == V4_IDX ? " N=128" : "",
              (long long)L);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     free(state0);
     v4_free(&h);
     return !ok;
@@ -341,7 +324,7 @@ int bench_run_compress_v4(bench_ctx_t *ctx, const char *op, const char *name) {
                      T >= 2048 ? "2048" : "6", (long long)h.d.state_block_rows, (long long)h.d.page_tokens,
                      (long long)h.d.page_stride_bytes);
             bench_report(ctx, op, name, cfg, &tm, bytes, 0, T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }

@@ -51,8 +51,6 @@
 #include "dsv4/indexer.h"
 #include "dsv4/numerics.h"
 
-static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
-
 /* Model-like bf16: random sign and mantissa, magnitude 2^-4 .. 2^4. */
 static uint16_t rand_bf16(uint64_t *s) {
     const uint64_t v = bench_rng_next(s);
@@ -122,7 +120,7 @@ static int q_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_
     }
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld H=%lld", (long long)T, (long long)H);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     q_free(&h);
     return !ok;
 }
@@ -157,7 +155,7 @@ static int run_q(bench_ctx_t *ctx, const char *op, const char *name) {
         } else {
             bench_report(ctx, op, name, "positions 0..T-1, theta 10000; check: every byte of q8 and w", &tm,
                          (double)T * (double)H * (258 + 132) + (double)T * 264, 0,
-                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -234,7 +232,7 @@ static int k_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int64_
             ok &= h.a.cache[p * h.d.page_stride_bytes + b] == K_POISON;
     char ran[64];
     snprintf(ran, sizeof ran, "T=%lld r=%lld", (long long)T, (long long)r);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     k_free(&h);
     return !ok;
 }
@@ -270,7 +268,7 @@ static int run_k(bench_ctx_t *ctx, const char *op, const char *name) {
         } else {
             bench_report(ctx, op, name, "positions 0..T-1, slot t/r, vLLM page strides; check: every byte of the cache",
                          &tm, (double)T * 16 + (double)(T / r) * (256 + 256 + 132), 0,
-                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, verdict(ctx->check, ok));
+                         T >= 8192 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH, bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -455,7 +453,7 @@ static int tk_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, tk_sh
     char ran[96];
     snprintf(ran, sizeof ran, "R=%lld next_n=%lld ctx=%lld r=%lld topk=%lld", (long long)s.reqs, (long long)s.next_n,
              (long long)s.ctx, (long long)s.r, (long long)K);
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     free(topk), free(cand), free(lg);
     h.a.cand = lists;
     tk_free_host(&h, pat);
@@ -576,7 +574,7 @@ static int run_tk(bench_ctx_t *ctx, const char *op, const char *name) {
                      (long long)h.d.page_tokens, ws, floor_us,
                      s.prefill ? "mma" : (s.mode == 2 ? "listed-keys-copy" : "keys-once-copy"));
             bench_report(ctx, op, name, cfg, &tm, bytes, flops, s.prefill ? BENCH_CEIL_MMA : BENCH_CEIL_COPY,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     } else {

@@ -41,20 +41,6 @@ static uint16_t rng_bf16(uint64_t *s) {
     const uint64_t v = bench_rng_next(s);
     return (uint16_t)(((v & 1) << 15) | ((123 + (v >> 1) % 8) << 7) | ((v >> 8) & 0x7F));
 }
-static void shuffle_i64(uint64_t *s, int64_t *a, int64_t n) {
-    for (int64_t i = n - 1; i > 0; --i) {
-        const int64_t j = (int64_t)(bench_rng_next(s) % (uint64_t)(i + 1)), x = a[i];
-        a[i] = a[j], a[j] = x;
-    }
-}
-/* Pages 1..n in random order (page 0 is vLLM's null page, never used). */
-static int64_t *shuffled_pages(uint64_t *s, int64_t n) {
-    int64_t *p = malloc((size_t)n * sizeof *p);
-    for (int64_t i = 0; i < n; ++i) p[i] = i + 1;
-    shuffle_i64(s, p, n);
-    return p;
-}
-static const char *verdict(int checked, int ok) { return !checked ? "skipped" : (ok ? "pass" : "fail"); }
 
 /* Times `fn` back to back over three copies of `state` (bench_time_rotated): the device
  * buffers whose pointers sit at byte offsets off[0] and off[1] of the state struct (sizes
@@ -134,7 +120,7 @@ static void gather_problem(const gather_cfg_t *c, uint64_t *s, gather_state_t *h
         cache[i] = b;
     }
     int32_t *seq = malloc((size_t)c->reqs * 4), *table = malloc((size_t)(c->reqs * width) * 4);
-    int64_t *pages = shuffled_pages(s, npages - 1);
+    int64_t *pages = bench_shuffled(s, 1, npages - 1); /* pages 1.. : page 0 is vLLM's null page, never used */
     for (int64_t b = 0; b < c->reqs; ++b) {
         seq[b] = (int32_t)per;
         for (int64_t j = 0; j < width; ++j) table[b * width + j] = (int32_t)pages[b * width + j];
@@ -172,7 +158,7 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
             }
         char ran[64];
         snprintf(ran, sizeof ran, "rows=1024 R=%lld P=%lld", (long long)c->reqs, (long long)P);
-        bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+        bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
         gather_free_host(&h);
         return !ok;
     }
@@ -201,7 +187,7 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
             snprintf(cfg, sizeof cfg, "P=%lld stride=%lld rows/req=%lld pages shuffled; check: every element",
                      (long long)c->P, (long long)h.d.page_stride_bytes, (long long)(c->rows / c->reqs));
             bench_report(ctx, op, name, cfg, &tm, (double)c->rows * (584 + 1024), 0, BENCH_CEIL_COPY,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
             const size_t off[2] = {offsetof(gather_state_t, a.cache), offsetof(gather_state_t, a.out)},
                          sz[2] = {cbytes, obytes};
@@ -213,7 +199,7 @@ static int run_gather(bench_ctx_t *ctx, const char *op, const char *name) {
                          "pair, no flush)",
                          name, ROT_PER_REP);
                 bench_report(ctx, op, rname, cfg, &tm, (double)c->rows * (584 + 1024), 0, BENCH_CEIL_COPY,
-                             verdict(ctx->check, ok));
+                             bench_verdict(ctx->check, ok));
             }
         }
     }
@@ -241,7 +227,7 @@ static void insert_problem(int64_t T, uint64_t *s, insert_state_t *h) {
     const int64_t P = MC_V4_PAGE_TOKENS, npages = (T + P - 1) / P + 1;
     h->d = (dsv4_kv_insert_desc_t){T, 512, P, MC_PAGE_STRIDE(P), npages};
     uint16_t *k = malloc((size_t)T * 1024);
-    int64_t *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
+    int64_t *slots = malloc((size_t)T * 8), *pages = bench_shuffled(s, 1, npages - 1);
     for (int64_t i = 0; i < T * 512; ++i) k[i] = rng_bf16(s);
     for (int64_t i = 0; i < T; ++i) slots[i] = pages[i / P] * P + i % P;
     free(pages);
@@ -270,7 +256,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
                       rec[64 * k + 63] == 0x78;
             ok &= sc[7] == 0;
         }
-        bench_report_cpu(ctx, op, name, "T=256 P=64", &tm, verdict(1, ok));
+        bench_report_cpu(ctx, op, name, "T=256 P=64", &tm, bench_verdict(1, ok));
         free((void *)h.a.k), free((void *)h.a.slot_mapping), free(h.a.cache);
         return !ok;
     }
@@ -296,7 +282,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
             bench_report(ctx, op, name,
                          "P=64 stride=37440 consecutive slots of shuffled pages; check: every cache byte", &tm,
                          (double)T * (1024 + 584), 0, T == 65536 ? BENCH_CEIL_COPY : BENCH_CEIL_LAUNCH,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
             const size_t off[2] = {offsetof(insert_state_t, a.k), offsetof(insert_state_t, a.cache)},
                          sz[2] = {(size_t)T * 1024, cbytes};
@@ -308,7 +294,7 @@ static int run_insert(bench_ctx_t *ctx, const char *op, const char *name) {
                          "no flush)",
                          name, ROT_PER_REP);
                 bench_report(ctx, op, rname, cfg, &tm, (double)T * (1024 + 584), 0, BENCH_CEIL_COPY,
-                             verdict(ctx->check, ok));
+                             bench_verdict(ctx->check, ok));
             }
         }
     }
@@ -337,7 +323,7 @@ static void rope_problem(int64_t T, int64_t r, uint64_t *s, rope_state_t *h) {
     const int64_t P = r == 1 ? 128 : 64, states = T / r, npages = (states + P - 1) / P + 1, max_pos = T;
     h->d = (dsv4_kv_rope_insert_desc_t){T, 512, P, MC_PAGE_STRIDE(P), npages, r, max_pos};
     uint16_t *x = malloc((size_t)T * 1024);
-    int64_t *pos = malloc((size_t)T * 8), *slots = malloc((size_t)T * 8), *pages = shuffled_pages(s, npages - 1);
+    int64_t *pos = malloc((size_t)T * 8), *slots = malloc((size_t)T * 8), *pages = bench_shuffled(s, 1, npages - 1);
     float *cs = malloc((size_t)max_pos * 256);
     for (int64_t i = 0; i < T * 512; ++i) x[i] = rng_bf16(s);
     for (int64_t i = 0; i < max_pos * 64; ++i) cs[i] = (float)((double)bench_rng_next(s) / 18446744073709551616.0);
@@ -382,7 +368,7 @@ static int run_rope_insert(bench_ctx_t *ctx, const char *op, const char *name) {
         }
         char ran[48];
         snprintf(ran, sizeof ran, "T=256 r=%lld P=%lld", (long long)r, (long long)h.d.page_tokens);
-        bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+        bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
         rope_free(&h);
         return !ok;
     }
@@ -414,7 +400,7 @@ static int run_rope_insert(bench_ctx_t *ctx, const char *op, const char *name) {
                      "cache byte",
                      (long long)h.d.page_tokens, (long long)h.d.page_stride_bytes);
             bench_report(ctx, op, name, cfg, &tm, (double)(T / r) * (1024 + 584) + (double)T * 16, 0,
-                         T == 24 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, verdict(ctx->check, ok));
+                         T == 24 ? BENCH_CEIL_LAUNCH : BENCH_CEIL_COPY, bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }
@@ -454,7 +440,7 @@ static void swa_problem(int64_t N, int64_t H, int skip_q_norm, uint64_t *s, swa_
                                       .q_stride_head = 512,
                                       .kv_stride_row = 512};
     uint16_t *q = malloc((size_t)(N * H) * 1024), *kv = malloc((size_t)N * 1024);
-    int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = shuffled_pages(s, npages - 1);
+    int64_t *pos = malloc((size_t)N * 8), *slots = malloc((size_t)N * 8), *pages = bench_shuffled(s, 1, npages - 1);
     float *cs = bench_rotary_table(N);
     for (int64_t i = 0; i < N * H * 512; ++i) q[i] = rng_bf16(s);
     for (int64_t i = 0; i < N * 512; ++i) kv[i] = rng_bf16(s);
@@ -560,7 +546,7 @@ static int swa_cpu_case(bench_ctx_t *ctx, const char *op, const char *name, int6
     ok &= !memcmp(want, h.a.cache, (size_t)(h.d.num_pages * h.d.page_stride_bytes));
     char ran[64];
     snprintf(ran, sizeof ran, "T=64 H=%lld P=%d%s", (long long)H, MC_SWA_PAGE_TOKENS, skip ? " skip-q-norm" : "");
-    bench_report_cpu(ctx, op, name, ran, &tm, verdict(1, ok));
+    bench_report_cpu(ctx, op, name, ran, &tm, bench_verdict(1, ok));
     free(q_in), free(rot), free(want);
     swa_free_host(&h);
     return !ok;
@@ -603,7 +589,7 @@ static int run_swa(bench_ctx_t *ctx, const char *op, const char *name) {
                               : "V4.1 SWA page P=32 stride=19008, positions 0..8191; check: cache every byte, q every "
                                 "16th token",
                          &tm, (double)N * ((double)H * (skip ? 256 : 2048) + 1024 + 584), 0, BENCH_CEIL_COPY,
-                         verdict(ctx->check, ok));
+                         bench_verdict(ctx->check, ok));
             rc = !ok;
         }
     }

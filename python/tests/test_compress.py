@@ -232,6 +232,14 @@ def _scale_fits(amax, scale):
     return bool(np.all((amax <= 448 * scale * (1 + 2**-7)) & (amax > 224 * scale * (1 - 2**-7))))
 
 
+def _deviation(got, n, tol, what):
+    """|got - n| in units of tol per dim, each at most 1."""
+    err = np.abs(got - n) / tol
+    i = int(np.argmax(err))
+    assert err[i] <= 1, f"{what} dim {i}: decoded {got[i]:.6g}, model {n[i]:.6g}, bound {tol[i]:.3g}"
+    return err
+
+
 def check_v4_records(cache, poison, P, want, what):
     """Each record of `want` (slot -> float64 latent) decodes within its two roundings: a nope dim
     within half an e4m3 step (of its block's scale, at its magnitude) plus one bf16 ulp, the block
@@ -253,9 +261,7 @@ def check_v4_records(cache, poison, P, want, what):
         pair = np.repeat(np.abs(n[448::2]) + np.abs(n[449::2]), 2)
         tol = np.concatenate([0.5 * s * _e4m3_step(n[:448] / s) + _bf16_ulp(n[:448]),
                               0.5 * _bf16_ulp(n[448:]) + 2.0**-16 * pair])
-        err = np.abs(got - n) / tol
-        i = int(np.argmax(err))
-        assert err[i] <= 1, f"{what}: slot {slot} dim {i}: decoded {got[i]:.6g}, model {n[i]:.6g}, bound {tol[i]:.3g}"
+        err = _deviation(got, n, tol, f"{what}: slot {slot}")
         worst = np.maximum(worst, [err[:448].max(), err[448:].max()])
     assert (cache[~touched] == poison[~touched]).all(), f"{what}: bytes outside the records changed"
     return worst
@@ -281,9 +287,7 @@ def check_v4_states(cache, poison, P, want, what):
         assert np.isfinite(got).all(), f"{what}: slot {slot} decodes to non-finite values"
         pair = np.repeat(np.abs(n[64::2]) + np.abs(n[65::2]), 2)
         tol = 0.5 * scale * _e4m3_step(n / scale) + _bf16_ulp(n) + np.concatenate([np.zeros(64), 2.0**-16 * pair])
-        err = np.abs(got - n) / tol
-        i = int(np.argmax(err))
-        assert err[i] <= 1, f"{what}: slot {slot} dim {i}: decoded {got[i]:.6g}, model {n[i]:.6g}, bound {tol[i]:.3g}"
+        err = _deviation(got, n, tol, f"{what}: slot {slot}")
         worst = np.maximum(worst, [err[:64].max(), err[64:].max()])
     assert (cache[~touched] == poison[~touched]).all(), f"{what}: bytes outside the states changed"
     return worst

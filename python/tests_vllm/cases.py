@@ -116,13 +116,15 @@ def v4_decode(flat, page, P, slot):
     return nope, scale, rope, int(sc[7])
 
 
-def v4_record_mask(flat, page, P, slots):
-    """True on the bytes of the given slots' records (576 data bytes, 8 scale bytes each)."""
+def v4_out_mask(flat, page, P, slots, data_bytes, scale_bytes):
+    """True on the bytes of the given slots' outputs in pages of P slots: data_bytes per slot
+    from the page base, then scale_bytes per slot after all the data (576 and 8 for an
+    fp8_ds_mla record, 128 and 4 for an indexer state)."""
     m = torch.zeros(flat.numel(), dtype=torch.bool)
     for s in slots:
-        base, p = (s // P) * page, s % P
-        m[base + p * 576:base + (p + 1) * 576] = True
-        m[base + P * 576 + p * 8:base + P * 576 + p * 8 + 8] = True
+        base, q = (s // P) * page, s % P
+        m[base + q * data_bytes:base + (q + 1) * data_bytes] = True
+        m[base + P * data_bytes + q * scale_bytes:base + P * data_bytes + (q + 1) * scale_bytes] = True
     return m
 
 
@@ -155,13 +157,3 @@ def v4_state_decode(flat, page, P, slot):
     codes = flat[base + q * 128:base + (q + 1) * 128]
     scale = float(flat[base + P * 128 + q * 4:base + P * 128 + q * 4 + 4].clone().view(torch.float32))
     return codes.view(torch.float8_e4m3fn).double() * scale, scale, codes
-
-
-def v4_state_mask(flat, page, P, slots):
-    """True on the bytes of the given slots' indexer states (128 codes, 4 scale bytes each)."""
-    m = torch.zeros(flat.numel(), dtype=torch.bool)
-    for s in slots:
-        base, q = (s // P) * page, s % P
-        m[base + q * 128:base + (q + 1) * 128] = True
-        m[base + P * 128 + q * 4:base + P * 128 + q * 4 + 4] = True
-    return m

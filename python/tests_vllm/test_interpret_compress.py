@@ -2,8 +2,8 @@
 against vLLM 0.33.0's Triton kernels (interpreter, gpu_semantics.py) or its PyTorch references."""
 import pytest
 import torch
-from cases import (V4_POISON, bf16, cos_sin, gen, v4_case, v4_decode, v4_indexer_case, v4_record_mask,
-                   v4_record_slots, v4_state_decode, v4_state_mask)
+from cases import (V4_POISON, bf16, cos_sin, gen, v4_case, v4_decode, v4_indexer_case, v4_out_mask,
+                   v4_record_slots, v4_state_decode)
 from conftest import mode
 
 from deepinfer_sm80 import mhc as dmhc
@@ -315,7 +315,7 @@ def test_compress_v4(seed, ratio):
     up, ours = _v4_upstream(c), _v4_ours(c)
     slots = v4_record_slots(c)
     assert len(slots) >= 2
-    outside = ~v4_record_mask(c["flat"], c["page"], c["P"], slots)
+    outside = ~v4_out_mask(c["flat"], c["page"], c["P"], slots, 576, 8)
     for name, (_, flat) in (("upstream", up), ("libdsv4", ours)):
         assert (flat[outside] == V4_POISON).all(), f"{name} wrote bytes outside the records"
         for s in slots:
@@ -385,7 +385,7 @@ def test_compress_v4_indexer(seed, ratio):
     up, ours = _v4_upstream(c), _v4_ours(c)
     slots = v4_record_slots(c)
     assert len(slots) >= 2
-    outside = ~v4_state_mask(c["flat"], c["page"], c["P"], slots)
+    outside = ~v4_out_mask(c["flat"], c["page"], c["P"], slots, 128, 4)
     for name, (_, flat) in (("upstream", up), ("libdsv4", ours)):
         assert (flat[outside] == V4_POISON).all(), f"{name} wrote bytes outside the indexer states"
         for s in slots:

@@ -35,6 +35,13 @@ dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t st
 #define DSV4_CHECK_BF16_ROWS(op, what, stride, min_elems, rows)                                                        \
     dsv4_check_row_stride(op, what, stride, min_elems, rows, 2, 8)
 
+/* A paged cache of num_pages pages, page_stride_bytes apart, each holding page_tokens slots
+ * of slot_bytes: page_tokens in [1, 2^24], a stride >= page_tokens * slot_bytes
+ * (INVALID_VALUE) and a multiple of 16 (MISALIGNED: the kernels move 16-byte pieces),
+ * num_pages >= 1 with every page at a 64-bit offset (INVALID_VALUE). */
+dsv4_status_t dsv4_check_pages(const char *op, int64_t page_tokens, int64_t page_stride_bytes, int64_t num_pages,
+                               int64_t slot_bytes);
+
 /* Strides have no default (dsv4.h): a stride of 0 on a dimension of extent > 1 would
  * alias its rows, so it fails (INVALID_VALUE naming `what`). On extent <= 1 the stride
  * addresses nothing; there 0 stands for `unused`, a value the later checks accept.

@@ -83,6 +83,20 @@ dsv4_status_t dsv4_check_workspace(const char *op, size_t need, const void *ws, 
     return dsv4_check_ptr(op, "workspace", ws);
 }
 
+dsv4_status_t dsv4_check_pages(const char *op, int64_t P, int64_t stride, int64_t num_pages, int64_t slot_bytes) {
+    DSV4_TRY(dsv4_check_range(op, "page_tokens", P, 1, INT64_C(1) << 24));
+    const int64_t used = P * slot_bytes;
+    if (stride < used)
+        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
+                         "page_stride_bytes = %lld is smaller than page_tokens*%lld = %lld (page_tokens = %lld)",
+                         (long long)stride, (long long)slot_bytes, (long long)used, (long long)P);
+    if (stride % 16 != 0)
+        return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
+                         "page_stride_bytes = %lld is not a multiple of 16 (the kernels move 16-byte pieces)",
+                         (long long)stride);
+    return dsv4_check_range(op, "num_pages", num_pages, 1, INT64_MAX / stride);
+}
+
 dsv4_status_t dsv4_check_row_stride(const char *op, const char *what, int64_t stride, int64_t min_elems, int64_t rows,
                                     int64_t elem_bytes, int64_t multiple) {
     if (stride < min_elems)

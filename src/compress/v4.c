@@ -5,8 +5,6 @@
 #include "compress/compress_common.h"
 #include "compress/v4_math.h"
 #include "compress/v4_plan.h"
-#include "indexer/indexer_common.h"
-#include "kvcache/kv_common.h"
 
 static const char *const op = "compress_v4";
 
@@ -21,8 +19,8 @@ dsv4_status_t v4_plan(const dsv4_compress_v4_desc_t *d, v4_plan_t *plan) {
     if (!(d->eps >= 0.0f && d->eps <= FLT_MAX))
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "eps = %g is not a finite number >= 0", (double)d->eps);
     plan->head = v4_head(d->head_dim);
-    plan->width = v4_coff(d->ratio) * plan->head;
-    plan->window = v4_window(d->ratio);
+    plan->width = V4_COFF(d->ratio) * plan->head;
+    plan->window = V4_WINDOW(d->ratio);
     const int64_t row = 2 * plan->width, B = d->state_block_rows;
     DSV4_TRY(dsv4_given_stride(op, "kv_stride", d->kv_stride, d->num_tokens, row, &plan->kv_stride));
     DSV4_TRY(dsv4_check_row_stride(op, "kv_stride", plan->kv_stride, row, d->num_tokens, 4, 4));
@@ -40,8 +38,8 @@ dsv4_status_t v4_plan(const dsv4_compress_v4_desc_t *d, v4_plan_t *plan) {
                                &plan->block_table_stride));
     DSV4_TRY(
         dsv4_check_row_stride(op, "block_table_stride", plan->block_table_stride, d->max_blocks, d->num_reqs, 4, 1));
-    if (plan->head == 512) DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
-    else DSV4_TRY(idx_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages,
+                              plan->head == 512 ? DSV4_KV_RECORD_BYTES : DSV4_INDEXER_STATE_BYTES));
     return dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256);
 }
 

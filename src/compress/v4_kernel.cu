@@ -97,23 +97,20 @@ static __device__ __forceinline__ float v4_pooled(float num, float den, float m)
 }
 
 /* The RMS factor of the pooled row, every thread ending with it: N = 512 through
- * latent_block.cuh (a barrier every thread passes; quarter 0 holds the row), N = 128 by an
- * xor butterfly in warp 0 (quarter 0 is warp 0; the other warps' value is unused). */
+ * latent_block.cuh (a barrier every thread passes; quarter 0 holds the row), N = 128 by the
+ * indexer's warp butterfly (quarter 0 is warp 0; the other warps' value is unused). */
 template <int N> static __device__ __forceinline__ float v4_rr(float *part, int i, bool active, float4 x, float eps) {
     if constexpr (N == 512) {
         return cl_block_rms_inv(part, i, active, x, eps);
     } else {
-        float ssq = cl_partial4(x.x, x.y, x.z, x.w);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ssq = CL_FADD(ssq, __shfl_xor_sync(0xffffffffu, ssq, o));
-        return cl_rms_inv_n(ssq, 128, eps);
+        return idx_k_warp_rms_inv(x.x, x.y, x.z, x.w, eps);
     }
 }
 
 template <int R, int N>
 __global__ void __launch_bounds__(V4_THREADS(R, N), V4_MIN_BLOCKS(R, N)) v4_compress_kernel(const v4_params_t prm) {
-    constexpr int Q = V4_QUARTERS(R), DT = V4_DIM_THREADS(N), W = (R == 4 ? 2 : 1) * R, GPT = W / V4_GROUP / Q;
-    constexpr int64_t WIDTH = (R == 4 ? 2 : 1) * N;
+    constexpr int Q = V4_QUARTERS(R), DT = V4_DIM_THREADS(N), W = V4_WINDOW(R), GPT = W / V4_GROUP / Q;
+    constexpr int64_t WIDTH = V4_COFF(R) * N;
     __shared__ int64_t off[W];
     __shared__ float4 xch[2 * Q][DT];
     __shared__ float part[CL_PARTIALS];
@@ -243,7 +240,7 @@ extern "C" dsv4_status_t v4_launch(const dsv4_compress_v4_desc_t *d, const v4_pl
         a->gamma,
         a->state,
         a->cache,
-        v4_rows_make(d, pl->block_table_stride, pl->state_stride_block, pl->state_stride_row, a->block_table),
+        v4_rows_make(d, pl, a->block_table),
         d->ratio,
         pl->kv_stride,
         pl->width,

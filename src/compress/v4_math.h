@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "compress/latent_math.h"
+#include "compress/v4_plan.h"
 #include "kvcache/kv_record.h"
 
 #define V4_GROUP 8 /* rows summed in order before the tree over groups */
@@ -30,9 +31,10 @@
 
 /* N of a descriptor: 512 unless 128 is asked for (0 means 512). */
 DSV4_HD int64_t v4_head(int64_t head_dim) { return head_dim == 128 ? 128 : 512; }
-/* c (halves per state row) and W (window rows) of a ratio, 4 or 128. */
-DSV4_HD int64_t v4_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }
-DSV4_HD int64_t v4_window(int64_t ratio) { return v4_coff(ratio) * ratio; }
+/* c (halves per state row) and W (window rows) of a ratio, 4 or 128; macros, so that the
+ * kernels size arrays with them. */
+#define V4_COFF(ratio) ((ratio) == 4 ? 2 : 1)
+#define V4_WINDOW(ratio) (V4_COFF(ratio) * (ratio))
 
 /* e^x; used on x = s - m <= 0, correct for any x below 88. */
 DSV4_HD float v4_exp(float x) {
@@ -64,11 +66,18 @@ typedef struct {
     int64_t head; /* N */
 } v4_rows_t;
 
-/* v4_rows_t of a validated call (plan strides resolved). */
-static inline v4_rows_t v4_rows_make(const dsv4_compress_v4_desc_t *d, int64_t block_table_stride, int64_t stride_block,
-                                     int64_t stride_row, const int32_t *block_table) {
-    const v4_rows_t w = {block_table,     d->num_reqs,  d->max_blocks, block_table_stride,  d->state_block_rows,
-                         d->state_blocks, stride_block, stride_row,    v4_head(d->head_dim)};
+/* v4_rows_t of a validated call. */
+static inline v4_rows_t v4_rows_make(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl,
+                                     const int32_t *block_table) {
+    const v4_rows_t w = {block_table,
+                         d->num_reqs,
+                         d->max_blocks,
+                         pl->block_table_stride,
+                         d->state_block_rows,
+                         d->state_blocks,
+                         pl->state_stride_block,
+                         pl->state_stride_row,
+                         pl->head};
     return w;
 }
 
@@ -76,7 +85,7 @@ static inline v4_rows_t v4_rows_make(const dsv4_compress_v4_desc_t *d, int64_t b
  * row of request b, including the half it reads (o_j), or -1 when the row is not
  * readable. kv_j is at that offset, s_j at offset + c * N. */
 DSV4_HD int64_t v4_row(const v4_rows_t *w, int64_t ratio, int64_t pos, int64_t b, int64_t j) {
-    const int64_t W = v4_window(ratio);
+    const int64_t W = V4_WINDOW(ratio);
     if (pos < W - 1 - j) return -1; /* q < 0, written without pos - W + 1 + j overflowing */
     const int64_t q = pos - (W - 1 - j);
     if (b < 0 || b >= w->num_reqs || q / w->state_block_rows >= w->max_blocks) return -1;

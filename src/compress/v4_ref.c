@@ -73,8 +73,7 @@ static void latent_row(const dsv4_compress_v4_desc_t *d, const dsv4_compress_v4_
 
 dsv4_status_t v4_ref_run(const dsv4_compress_v4_desc_t *d, const v4_plan_t *pl, const dsv4_compress_v4_args_t *a) {
     save_rows(d, pl, a);
-    const v4_rows_t rows =
-        v4_rows_make(d, pl->block_table_stride, pl->state_stride_block, pl->state_stride_row, a->block_table);
+    const v4_rows_t rows = v4_rows_make(d, pl, a->block_table);
     const int64_t P = d->page_tokens;
     for (int64_t t = 0; t < d->num_tokens; ++t) {
         const int64_t slot = a->slot_mapping[t], pos = a->positions[t];

@@ -65,8 +65,6 @@ dsv4_status_t idx_logits_plan(const dsv4_indexer_logits_desc_t *desc, idx_logits
 dsv4_status_t idx_check_run(const char *op, dsv4_stream_t stream, const void *workspace, size_t workspace_bytes);
 /* A float field that must be finite and >= 0 (INVALID_VALUE otherwise). */
 dsv4_status_t idx_check_nonneg(const char *op, const char *what, float v);
-/* The indexer cache of dsv4_indexer_k_store: page_tokens, page_stride_bytes, num_pages. */
-dsv4_status_t idx_check_cache(const char *op, int64_t page_tokens, int64_t page_stride_bytes, int64_t num_pages);
 /* CTAs for `rows` at rows_per_cta, capped at IDX_MAX_BLOCKS (the kernels stride over the rest). */
 unsigned idx_blocks(int64_t rows, int64_t rows_per_cta);
 

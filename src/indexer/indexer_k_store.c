@@ -11,7 +11,7 @@ dsv4_status_t idx_k_plan(const dsv4_indexer_k_store_desc_t *d, idx_k_plan_t *pla
     DSV4_TRY(dsv4_check_range(op, "ratio", d->ratio, 1, 2));
     DSV4_TRY(idx_check_nonneg(op, "eps", d->eps));
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
-    DSV4_TRY(idx_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages, DSV4_INDEXER_STATE_BYTES));
     int64_t ks;
     DSV4_TRY(dsv4_given_stride(op, "k_stride_row", d->k_stride_row, d->num_tokens, DSV4_INDEXER_HEAD_DIM, &ks));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "k_stride_row", ks, DSV4_INDEXER_HEAD_DIM, d->num_tokens));

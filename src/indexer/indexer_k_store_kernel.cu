@@ -10,10 +10,10 @@
  *
  * Decomposition: one warp per key row (IDX_K_ROWS_PER_CTA warps per CTA, striding over
  * the rows). Lane l owns dims 4l .. 4l + 3: one 8-byte load of k_pre and of gamma, the
- * partial p_l of the contract, a 5-step xor butterfly (16, 8, 4, 2, 1) that leaves the
- * tree's sum in every lane (each step adds the same two values in either order), then
- * then the state through indexer_k_warp.cuh (the row maximum by the same butterfly, one
- * 4-byte code store per lane, the scale from lane 0). Lanes 16..31 hold the
+ * partial p_l of the contract and the warp's pieces of indexer_k_warp.cuh: rr by a
+ * 5-step xor butterfly (16, 8, 4, 2, 1) that leaves the tree's sum in every lane (each
+ * step adds the same two values in either order), then the state (the row maximum by the
+ * same butterfly, one 4-byte code store per lane, the scale from lane 0). Lanes 16..31 hold the
  * RoPE dims (pairs 2(l-16), 2(l-16) + 1) and load their cos and sin as 8-byte read-only
  * loads. The store test reads positions and slot_mapping once per warp, so skipped rows
  * cost 16 bytes. No shared memory, no synchronization.
@@ -52,10 +52,7 @@ __global__ void __launch_bounds__(IDX_K_THREADS, IDX_K_MIN_BLOCKS) idx_k_kernel(
                             dsv4_bf16_to_f32((uint16_t)kv.y), dsv4_bf16_to_f32((uint16_t)(kv.y >> 16))};
         const float g[4] = {dsv4_bf16_to_f32((uint16_t)gv.x), dsv4_bf16_to_f32((uint16_t)(gv.x >> 16)),
                             dsv4_bf16_to_f32((uint16_t)gv.y), dsv4_bf16_to_f32((uint16_t)(gv.y >> 16))};
-        float ssq = idx_sumsq_part(x[0], x[1], x[2], x[3]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ssq = IDX_ADD(ssq, __shfl_xor_sync(0xffffffffu, ssq, o));
-        const float rr = idx_rms_inv(ssq, prm.eps);
+        const float rr = idx_k_warp_rms_inv(x[0], x[1], x[2], x[3], prm.eps);
         uint32_t w0 = dsv4_f32_to_bf16(idx_k_norm(x[0], rr, g[0])) |
                       ((uint32_t)dsv4_f32_to_bf16(idx_k_norm(x[1], rr, g[1])) << 16);
         uint32_t w1 = dsv4_f32_to_bf16(idx_k_norm(x[2], rr, g[2])) |

@@ -1,14 +1,23 @@
 /*
- * The 132-byte indexer state of one key, stored by a warp that holds the bf16 key in
- * registers (lane l: dims 4l .. 4l + 3 as two bf16 pair words): the row maximum by an
- * xor butterfly (16, 8, 4, 2, 1; every lane ends with it), one 4-byte code store per lane
- * (the state's 128 code bytes as one line) and the scale 2^e as fp32 from lane 0.
+ * A warp that holds one 128-dim key (lane l: dims 4l .. 4l + 3): its RMS factor, and its
+ * 132-byte indexer state from the bf16 key as two pair words per lane: the row maximum by
+ * an xor butterfly (16, 8, 4, 2, 1; every lane ends with it), one 4-byte code store per
+ * lane (the state's 128 code bytes as one line) and the scale 2^e as fp32 from lane 0.
  * indexer_math.h's idx_k_state_write is the same state for the references.
  */
 #ifndef DSV4_INDEXER_INDEXER_K_WARP_CUH
 #define DSV4_INDEXER_INDEXER_K_WARP_CUH
 
 #include "indexer/indexer_math.h"
+
+/* rr of the key whose dims 4l .. 4l + 3 lane l holds (all 32 lanes): the contract's 32
+ * partials summed by the butterfly, which leaves the halving tree's bits in every lane. */
+static __device__ __forceinline__ float idx_k_warp_rms_inv(float x0, float x1, float x2, float x3, float eps) {
+    float ssq = idx_sumsq_part(x0, x1, x2, x3);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ssq = IDX_ADD(ssq, __shfl_xor_sync(0xffffffffu, ssq, o));
+    return idx_rms_inv(ssq, eps);
+}
 
 /* page: the page's first byte; P states a page; q the state's slot in it. All 32 lanes. */
 static __device__ __forceinline__ void idx_k_warp_store(uint32_t w0, uint32_t w1, int l, uint8_t *page, int64_t P,

@@ -25,16 +25,7 @@ static dsv4_status_t check_src(const char *op, idx_src_t *s) {
                          "page_tokens = %lld is not a multiple of 64 in [64, %d] (a 64-state tile never straddles "
                          "a page)",
                          (long long)s->page_tokens, IDX_MAX_TOPK_PAGE);
-    const int64_t used = s->page_tokens * DSV4_INDEXER_STATE_BYTES;
-    if (s->page_stride_bytes < used)
-        return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op,
-                         "page_stride_bytes = %lld is smaller than page_tokens*132 = %lld (page_tokens = %lld)",
-                         (long long)s->page_stride_bytes, (long long)used, (long long)s->page_tokens);
-    if (s->page_stride_bytes % 16 != 0)
-        return dsv4_fail(DSV4_STATUS_MISALIGNED, op,
-                         "page_stride_bytes = %lld is not a multiple of 16 (the kernels' 16-byte copies need it)",
-                         (long long)s->page_stride_bytes);
-    DSV4_TRY(dsv4_check_range(op, "num_pages", s->num_pages, 1, INT64_MAX / s->page_stride_bytes));
+    DSV4_TRY(dsv4_check_pages(op, s->page_tokens, s->page_stride_bytes, s->num_pages, DSV4_INDEXER_STATE_BYTES));
     DSV4_TRY(dsv4_check_range(op, "max_keys", s->max_keys, 1, IDX_MAX_KEYS));
     /* bt_width < 2^31 and page_tokens <= 2^20: the product fits. */
     const int64_t reach = s->bt_width * s->page_tokens;

@@ -15,9 +15,6 @@
 extern "C" {
 #endif
 
-/* The cache rules of include/dsv4/kvcache.h: page_tokens, page_stride_bytes, num_pages. */
-dsv4_status_t kv_check_cache(const char *op, int64_t page_tokens, int64_t page_stride_bytes, int64_t num_pages);
-
 /* Run-call preamble shared by the operators: the stream and the (unused) workspace. */
 dsv4_status_t kv_check_run(const char *op, dsv4_stream_t stream, const void *workspace, size_t workspace_bytes);
 

@@ -17,7 +17,7 @@ dsv4_status_t kv_gather_plan(const dsv4_kv_gather_desc_t *d, kv_gather_plan_t *p
     DSV4_TRY(dsv4_check_range(op, "out_rows", d->out_rows, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "offset", d->offset, 0, d->out_rows));
     DSV4_TRY(dsv4_check_range(op, "max_gather_len", d->max_gather_len, 0, INT32_MAX));
-    DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages, DSV4_KV_RECORD_BYTES));
     /* Rows and slabs must not overlap: warps write them in parallel. */
     DSV4_TRY(dsv4_given_stride(op, "out_stride_row", d->out_stride_row, d->out_rows, DSV4_KV_DIM, &srow));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "out_stride_row", srow, DSV4_KV_DIM, d->out_rows));

@@ -8,7 +8,7 @@ static const char *const op = "kv_insert";
 dsv4_status_t kv_insert_plan(const dsv4_kv_insert_desc_t *d, kv_insert_plan_t *plan) {
     DSV4_TRY(dsv4_check_ptr(op, "desc", d));
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
-    DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages, DSV4_KV_RECORD_BYTES));
     int64_t k_stride;
     DSV4_TRY(dsv4_given_stride(op, "k_stride_row", d->k_stride_row, d->num_tokens, DSV4_KV_DIM, &k_stride));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "k_stride_row", k_stride, DSV4_KV_DIM, d->num_tokens));

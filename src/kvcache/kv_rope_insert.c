@@ -10,7 +10,7 @@ dsv4_status_t kv_rope_insert_plan(const dsv4_kv_rope_insert_desc_t *d, kv_insert
     DSV4_TRY(dsv4_check_range(op, "num_tokens", d->num_tokens, 0, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "ratio", d->ratio, 1, INT32_MAX));
     DSV4_TRY(dsv4_check_range(op, "max_position", d->max_position, 1, INT64_MAX / 256));
-    DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages, DSV4_KV_RECORD_BYTES));
     int64_t stride;
     DSV4_TRY(dsv4_given_stride(op, "latent_stride_row", d->latent_stride_row, d->num_tokens, DSV4_KV_DIM, &stride));
     DSV4_TRY(DSV4_CHECK_BF16_ROWS(op, "latent_stride_row", stride, DSV4_KV_DIM, d->num_tokens));

@@ -18,7 +18,7 @@ dsv4_status_t kv_swa_plan(const dsv4_kv_swa_write_desc_t *d, kv_swa_plan_t *plan
     if (!(d->eps >= 0.0f) || isinf(d->eps))
         return dsv4_fail(DSV4_STATUS_INVALID_VALUE, op, "eps = %g is not a finite value >= 0", (double)d->eps);
     DSV4_TRY(dsv4_check_range(op, "skip_q_norm", d->skip_q_norm, 0, 1));
-    DSV4_TRY(kv_check_cache(op, d->page_tokens, d->page_stride_bytes, d->num_pages));
+    DSV4_TRY(dsv4_check_pages(op, d->page_tokens, d->page_stride_bytes, d->num_pages, DSV4_KV_RECORD_BYTES));
 
     /* Head rows must not overlap: the kernel rewrites them in place in parallel. */
     int64_t sh, st, kvs;
